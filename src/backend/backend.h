@@ -1,0 +1,107 @@
+// The op interface every backend implements. A model family is written once against it.
+//
+// Ops read and write Tensors that live in the backend's own memory (alloc/upload). They run
+// in call order on the backend's one stream, possibly asynchronously: only download() and
+// synchronize() wait. Every op computes each output row from that row's inputs alone, with a
+// reduction order fixed by the op's shape settings, never by the number of rows: a row's
+// result is bit-identical whatever else shares the launch (the batch-invariance contract).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+class Backend;
+
+// Backend memory with its owner: freed when this goes away. Move-only.
+class OwnedTensor {
+ public:
+  OwnedTensor() = default;
+  OwnedTensor(Backend* owner, Tensor view) : owner_(owner), view_(view) {}
+  OwnedTensor(OwnedTensor&& other) noexcept { *this = std::move(other); }
+  OwnedTensor& operator=(OwnedTensor&& other) noexcept;
+  OwnedTensor(const OwnedTensor&) = delete;
+  OwnedTensor& operator=(const OwnedTensor&) = delete;
+  ~OwnedTensor();
+
+  const Tensor& view() const { return view_; }
+  operator const Tensor&() const { return view_; }
+  bool empty() const { return view_.data == nullptr; }
+
+ private:
+  Backend* owner_ = nullptr;
+  Tensor view_;
+};
+
+// One attention layer's paged cache: K and V, f32 [n_pages, n_kv_heads, page_size, head_dim].
+struct KvLayer {
+  Tensor k;
+  Tensor v;
+  int64_t page_size() const { return k.shape[2]; }
+};
+
+// Which cached positions each query row reads: row r belongs to sequence row_seq[r] and
+// attends to that sequence's positions 0..positions[r], found through its page table.
+struct AttentionRows {
+  Tensor positions;    // i32 [n_rows]
+  Tensor row_seq;      // i32 [n_rows]
+  Tensor page_tables;  // i32 [n_seqs, max_pages]: page ids in position order
+};
+
+// Attention reads the KV in splits of this many positions and folds them in order.
+constexpr int64_t kAttentionSplit = 256;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // Memory. alloc'd memory is uninitialised. upload copies dst.bytes() from host memory;
+  // download waits for pending ops, then copies src.bytes() to host memory.
+  virtual OwnedTensor alloc(DType dtype, Shape shape) = 0;
+  virtual void upload(const Tensor& dst, const void* src) = 0;
+  virtual void download(void* dst, const Tensor& src) = 0;
+  virtual void synchronize() = 0;
+
+  // out[r] = table[ids[r]]. table f32|bf16 [vocab, d]; ids i32 [n]; out f32 [n, d].
+  virtual void embed(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight. x, out f32 [rows, d]; weight f32 [d].
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // out[r][c] = dot(x[r], w[c]). x f32 [n, k]; w f32|bf16 [m, k]; out f32 [n, m].
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // x[r] += bias, in place. x f32 [rows, d]; bias f32 [d].
+  virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;
+  // out = a + b, elementwise f32.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // Rotates each head of x in place by its row's position (the rotate-half convention).
+  // x f32 [n, heads, head_dim]; positions i32 [n]; cos_sin f32 [max_pos, head_dim] holding
+  // cos in its first half and sin in its second.
+  virtual void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) = 0;
+  // out = silu(gate) * up. f32 [n, d].
+  virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // Stores row r's k and v at cache slot slots[r] (page * page_size + offset).
+  // k, v f32 [n, n_kv_heads, head_dim]; slots i32 [n].
+  virtual void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) = 0;
+  // Causal attention of each query row over its sequence's cached positions (GQA: query head
+  // h reads kv head h / (heads / kv_heads)). q, out f32 [n, heads, head_dim].
+  virtual void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+                         const Tensor& out) = 0;
+  // Row-wise softmax. f32 [rows, d].
+  virtual void softmax(const Tensor& x, const Tensor& out) = 0;
+  // ids[r] = the index of row r's largest value; ties to the lowest index, NaN never wins.
+  virtual void argmax(const Tensor& x, const Tensor& ids) = 0;
+  // The k largest values of each row, largest first, ties to the lowest index.
+  // x f32 [rows, d]; values f32 [rows, k]; ids i32 [rows, k].
+  virtual void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) = 0;
+  // out[i] = x[rows[i]]. x f32 [n, d]; rows i32 [m]; out f32 [m, d].
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
+
+ protected:
+  friend class OwnedTensor;
+  virtual void release(const Tensor& tensor) = 0;
+};
+
+}  // namespace lockstep

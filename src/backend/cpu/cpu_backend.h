@@ -1,0 +1,51 @@
+// The CPU backend: ops run synchronously on the calling thread and a thread pool. Memory is
+// 64-byte aligned host memory.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cpu/matmul.h"
+#include "base/thread_pool.h"
+
+namespace lockstep {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads <= 0: one per hardware thread. isa: the widest kernel set to use ("generic",
+  // "avx2", "avx512"; empty: the best this CPU runs).
+  explicit CpuBackend(int threads, std::string_view isa = "");
+
+  std::string_view name() const override { return "cpu"; }
+  const char* isa() const { return matmul_.isa; }
+  ThreadPool& pool() { return pool_; }
+
+  OwnedTensor alloc(DType dtype, Shape shape) override;
+  void upload(const Tensor& dst, const void* src) override;
+  void download(void* dst, const Tensor& src) override;
+  void synchronize() override {}
+
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void add_bias(const Tensor& x, const Tensor& bias) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override;
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override;
+  void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+                 const Tensor& out) override;
+  void softmax(const Tensor& x, const Tensor& out) override;
+  void argmax(const Tensor& x, const Tensor& ids) override;
+  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+
+ protected:
+  void release(const Tensor& tensor) override;
+
+ private:
+  ThreadPool pool_;
+  cpu::MatmulKernels matmul_;
+};
+
+}  // namespace lockstep

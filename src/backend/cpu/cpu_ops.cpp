@@ -1,0 +1,182 @@
+// The CPU backend's row-wise ops. Each parallel loop splits over rows (or elements); every
+// row is computed by the same code whatever the split.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/row_math.h"
+
+namespace lockstep {
+
+namespace {
+constexpr int64_t kRowGrain = 1;
+constexpr int64_t kElementGrain = 4096;
+}  // namespace
+
+void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  const int64_t d = table.cols();
+  const int32_t* id = ids.as<int32_t>();
+  float* o = out.as<float>();
+  pool_.parallel_for(ids.numel(), kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (table.dtype == DType::bf16) {
+        const uint16_t* row = table.as<uint16_t>() + int64_t(id[r]) * d;
+        for (int64_t i = 0; i < d; ++i) o[r * d + i] = bf16_to_f32(row[i]);
+      } else {
+        std::memcpy(o + r * d, table.as<float>() + int64_t(id[r]) * d, size_t(d) * 4);
+      }
+    }
+  });
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  const int64_t d = x.cols();
+  const float* w = weight.as<float>();
+  pool_.parallel_for(x.rows(), kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x.as<float>() + r * d;
+      float* o = out.as<float>() + r * d;
+      float inv = 1.0f / std::sqrt(cpu::sum_squares_fixed(row, d) / float(d) + eps);
+      for (int64_t i = 0; i < d; ++i) o[i] = (row[i] * inv) * w[i];
+    }
+  });
+}
+
+void CpuBackend::add_bias(const Tensor& x, const Tensor& bias) {
+  const int64_t d = x.cols();
+  const float* b = bias.as<float>();
+  pool_.parallel_for(x.rows(), kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = x.as<float>() + r * d;
+      for (int64_t i = 0; i < d; ++i) row[i] += b[i];
+    }
+  });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const float* pa = a.as<float>();
+  const float* pb = b.as<float>();
+  float* po = out.as<float>();
+  pool_.parallel_for(a.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+  });
+}
+
+void CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
+  const int64_t heads = x.shape[1];
+  const int64_t head_dim = x.shape[2];
+  const int64_t half = head_dim / 2;
+  const int32_t* pos = positions.as<int32_t>();
+  pool_.parallel_for(x.shape[0], kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* cos = cos_sin.as<float>() + int64_t(pos[r]) * head_dim;
+      const float* sin = cos + half;
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x.as<float>() + (r * heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          float a = v[i], b = v[i + half];
+          v[i] = a * cos[i] - b * sin[i];
+          v[i + half] = b * cos[i] + a * sin[i];
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  const float* g = gate.as<float>();
+  const float* u = up.as<float>();
+  float* o = out.as<float>();
+  pool_.parallel_for(gate.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
+}
+
+void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
+  const int64_t kv_heads = k.shape[1];
+  const int64_t head_dim = k.shape[2];
+  const int64_t page_size = cache.page_size();
+  const int32_t* slot = slots.as<int32_t>();
+  for (int64_t r = 0; r < k.shape[0]; ++r) {
+    int64_t page = slot[r] / page_size;
+    int64_t offset = slot[r] % page_size;
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      int64_t dst = ((page * kv_heads + g) * page_size + offset) * head_dim;
+      int64_t src = (r * kv_heads + g) * head_dim;
+      std::memcpy(cache.k.as<float>() + dst, k.as<float>() + src, size_t(head_dim) * 4);
+      std::memcpy(cache.v.as<float>() + dst, v.as<float>() + src, size_t(head_dim) * 4);
+    }
+  }
+}
+
+void CpuBackend::softmax(const Tensor& x, const Tensor& out) {
+  const int64_t d = x.cols();
+  pool_.parallel_for(x.rows(), kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x.as<float>() + r * d;
+      float* o = out.as<float>() + r * d;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < d; ++i) top = std::max(top, row[i]);
+      float lanes[8] = {};
+      for (int64_t i = 0; i < d; ++i) {
+        o[i] = std::exp(row[i] - top);
+        lanes[i % 8] += o[i];
+      }
+      float inv = 1.0f / cpu::tree_sum8(lanes);
+      for (int64_t i = 0; i < d; ++i) o[i] *= inv;
+    }
+  });
+}
+
+void CpuBackend::argmax(const Tensor& x, const Tensor& ids) {
+  const int64_t d = x.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* row = x.as<float>() + r * d;
+    int64_t best = 0;
+    float best_value = -std::numeric_limits<float>::infinity();
+    bool found = false;
+    for (int64_t i = 0; i < d; ++i) {
+      if (std::isnan(row[i])) continue;
+      if (!found || row[i] > best_value) {
+        best = i;
+        best_value = row[i];
+        found = true;
+      }
+    }
+    ids.as<int32_t>()[r] = int32_t(best);
+  }
+}
+
+void CpuBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
+  const int64_t d = x.cols();
+  const int64_t k = values.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const float* row = x.as<float>() + r * d;
+    float* out_values = values.as<float>() + r * k;
+    int32_t* out_ids = ids.as<int32_t>() + r * k;
+    int64_t count = 0;  // out_* hold the best `count` so far, sorted; insertion keeps ties stable
+    for (int64_t i = 0; i < d; ++i) {
+      float value = std::isnan(row[i]) ? -std::numeric_limits<float>::infinity() : row[i];
+      if (count == k && !(value > out_values[k - 1])) continue;
+      int64_t at = std::min(count, k - 1);
+      while (at > 0 && value > out_values[at - 1]) {
+        out_values[at] = out_values[at - 1];
+        out_ids[at] = out_ids[at - 1];
+        --at;
+      }
+      out_values[at] = value;
+      out_ids[at] = int32_t(i);
+      count = std::min(count + 1, k);
+    }
+  }
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  const int64_t d = x.cols();
+  for (int64_t i = 0; i < rows.numel(); ++i)
+    std::memcpy(out.as<float>() + i * d, x.as<float>() + int64_t(rows.as<int32_t>()[i]) * d, size_t(d) * 4);
+}
+
+}  // namespace lockstep

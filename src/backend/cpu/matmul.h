@@ -1,0 +1,45 @@
+// CPU matmul kernels, one set per instruction set, chosen once at run time.
+//
+// Every output element out[r][c] = dot(x[r], w[c]) is computed the same way in every kernel
+// call of one set: lane-wise fused multiply-adds over k in order, then one fixed horizontal
+// sum. Tiling over rows and columns only decides which elements share registers, never the
+// order of one element's sum, so a row's result does not depend on how many rows came with it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace lockstep::cpu {
+
+struct MatmulArgs {
+  const float* x;  // [n, k]
+  const void* w;   // [m, k], f32 or bf16 words
+  float* out;      // [n, m]
+  int64_t n;
+  int64_t k;
+  int64_t m;
+};
+
+// Computes out columns [col_begin, col_end) for every row.
+using MatmulFn = void (*)(const MatmulArgs& args, int64_t col_begin, int64_t col_end);
+
+struct MatmulKernels {
+  const char* isa;
+  MatmulFn f32;
+  MatmulFn bf16;
+};
+
+MatmulKernels matmul_kernels_generic();
+MatmulKernels matmul_kernels_avx2();
+MatmulKernels matmul_kernels_avx512();
+
+// The widest set this CPU runs, no wider than `limit` ("generic", "avx2", "avx512"; empty:
+// no limit).
+MatmulKernels select_matmul_kernels(std::string_view limit);
+
+// Rows of x processed together per pass over a column block: keeps the panel in L2.
+constexpr int64_t kRowPanel = 64;
+// Columns computed per thread share are rounded to this, so each thread gets whole tiles.
+constexpr int64_t kColumnGrain = 16;
+
+}  // namespace lockstep::cpu

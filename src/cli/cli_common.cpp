@@ -1,0 +1,57 @@
+#include "cli/cli_common.h"
+
+#include <charconv>
+#include <iostream>
+
+#include "backend/cpu/cpu_backend.h"
+#include "models/registry.h"
+
+namespace lockstep::cli {
+
+void add_model_flags(CLI::App& command, ModelFlags& flags) {
+  command.add_option("--model", flags.model_dir, "Hugging Face model folder (config.json, *.safetensors)")->required();
+  command.add_option("--backend", flags.backend, "cpu (cuda comes with the CUDA backend)")
+      ->check(CLI::IsMember({"cpu"}));
+  command.add_option("--threads", flags.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  command.add_option("--context", flags.context, "positions a sequence may use (0: the model's maximum)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+}
+
+Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows) {
+  LoadedModel loaded;
+  loaded.backend = std::make_unique<CpuBackend>(flags.threads);
+  ModelOptions options;
+  options.max_rows = max_rows;
+  options.max_context = flags.context;
+  auto model = load_model(flags.model_dir, *loaded.backend, options);
+  if (!model.ok()) return model.error();
+  loaded.model = std::move(*model);
+  return loaded;
+}
+
+Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    std::string_view item(text.data() + at, comma - at);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    int64_t value = 0;
+    auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || error != std::errc() || end != item.data() + item.size())
+      return make_error("--tokens: '" + std::string(item) + "' is not an integer token id");
+    if (value < 0 || value > INT32_MAX) return make_error("--tokens: token id " + std::string(item) + " is out of range");
+    ids.push_back(int32_t(value));
+    at = comma + 1;
+  }
+  return ids;
+}
+
+int fail(const std::string& message) {
+  std::cerr << "lockstep: error: " << message << "\n";
+  return 1;
+}
+
+}  // namespace lockstep::cli

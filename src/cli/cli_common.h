@@ -1,0 +1,39 @@
+// What the lockstep subcommands share: model and backend flags, token-list parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "models/model.h"
+
+namespace lockstep::cli {
+
+struct ModelFlags {
+  std::string model_dir;
+  std::string backend = "cpu";
+  int threads = 0;
+  int64_t context = 0;
+};
+
+// Adds --model, --backend, --threads and --context to a subcommand.
+void add_model_flags(CLI::App& command, ModelFlags& flags);
+
+struct LoadedModel {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+};
+
+// Opens the backend and loads the model; max_rows: the most rows one pass must take.
+[[nodiscard]] Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows);
+
+// "1,2,3" -> {1, 2, 3}; an error for anything but comma-separated integers.
+[[nodiscard]] Expected<std::vector<int32_t>> parse_token_list(const std::string& text);
+
+// Prints "lockstep: error: <message>" to stderr and returns the exit code 1.
+int fail(const std::string& message);
+
+}  // namespace lockstep::cli

@@ -1,0 +1,27 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <vector>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep: an exact, batch-invariant LLM inference server"};
+  app.require_subcommand(1);
+  std::vector<lockstep::cli::Command> commands = {
+      lockstep::cli::add_generate_command(app),
+      lockstep::cli::add_logits_command(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& error) {
+    std::cerr << "lockstep: error: " << error.what() << "\n";
+    return 2;
+  }
+  for (const auto& command : commands)
+    if (command.parsed_by->parsed()) return command.run();
+  return 2;
+}

@@ -1,0 +1,91 @@
+#include "lanes/solo_run.h"
+
+#include <algorithm>
+
+#include "lanes/fill_plan.h"
+
+namespace lockstep {
+
+SoloRun::SoloRun(Model& model, int64_t chunk_size)
+    : model_(model),
+      chunk_size_(std::min(chunk_size, model.info().max_rows)),
+      pages_(model.info().kv_pages, model.info().page_size) {}
+
+Status SoloRun::check_prompt(const std::vector<int32_t>& prompt) const {
+  const ModelInfo& info = model_.info();
+  if (prompt.empty()) return make_error("the prompt is empty");
+  for (int32_t id : prompt)
+    if (id < 0 || id >= info.vocab_size)
+      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(info.vocab_size) + ")");
+  if (int64_t(prompt.size()) > info.max_context)
+    return make_error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                      std::to_string(info.max_context));
+  return Status::success();
+}
+
+Status SoloRun::run_rows(const std::vector<int32_t>& tokens, int64_t begin, int64_t end, bool all_logits,
+                         std::vector<float>& logits) {
+  if (!pages_.grow(table_, end)) return make_error("the KV cache has too few free pages for this sequence");
+  batch_.clear();
+  batch_.seq_pages.push_back(&table_);
+  for (int64_t p = begin; p < end; ++p) {
+    batch_.tokens.push_back(tokens[size_t(p)]);
+    batch_.positions.push_back(int32_t(p));
+    batch_.row_seq.push_back(0);
+  }
+  for (int64_t r = all_logits ? 0 : end - begin - 1; r < end - begin; ++r) batch_.logit_rows.push_back(int32_t(r));
+  auto out = model_.forward(batch_);
+  if (!out.ok()) return out.error();
+  logits.resize(size_t(out->numel()));
+  model_.backend().download(logits.data(), *out);
+  return Status::success();
+}
+
+Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
+                                           const std::function<void(int32_t)>& on_token) {
+  LOCKSTEP_TRY(check_prompt(request.prompt));
+  LOCKSTEP_TRY(validate(request.sampling));
+  const ModelInfo& info = model_.info();
+  pages_.release(table_);
+  std::vector<int32_t> tokens = request.prompt;
+  std::vector<float> logits;
+  for (const FillChunk& chunk : fill_plan(0, int64_t(tokens.size()), chunk_size_))
+    LOCKSTEP_TRY(run_rows(tokens, chunk.begin, chunk.end, false, logits));
+
+  GenerateResult result;
+  Sampler sampler(int(info.vocab_size));
+  while (int64_t(result.tokens.size()) < request.max_tokens) {
+    int64_t position = int64_t(tokens.size());
+    int32_t id = sampler.sample(logits.data(), request.sampling, position);
+    result.tokens.push_back(id);
+    tokens.push_back(id);
+    if (on_token) on_token(id);
+    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) != info.eos_ids.end()) {
+      result.finish = FinishReason::stop;
+      break;
+    }
+    if (int64_t(result.tokens.size()) == request.max_tokens) break;
+    if (position + 1 >= info.max_context) {
+      result.finish = FinishReason::context;
+      break;
+    }
+    LOCKSTEP_TRY(run_rows(tokens, position, position + 1, false, logits));
+  }
+  pages_.release(table_);
+  return result;
+}
+
+Expected<std::vector<float>> SoloRun::prompt_logits(const std::vector<int32_t>& prompt) {
+  LOCKSTEP_TRY(check_prompt(prompt));
+  pages_.release(table_);
+  std::vector<float> all, chunk_logits;
+  for (const FillChunk& chunk : fill_plan(0, int64_t(prompt.size()), chunk_size_)) {
+    LOCKSTEP_TRY(run_rows(prompt, chunk.begin, chunk.end, true, chunk_logits));
+    all.insert(all.end(), chunk_logits.begin(), chunk_logits.end());
+  }
+  pages_.release(table_);
+  return all;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,55 @@
+// One stream run alone: fill the prompt chunk by chunk, then decode one token a round. The
+// CLI's generate and logits use it; the lane host (later) runs many streams the same way.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "base/status.h"
+#include "memory/kv_pages.h"
+#include "models/model.h"
+#include "sampling/sampler.h"
+
+namespace lockstep {
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+};
+
+enum class FinishReason { length, stop, context };
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::length;
+};
+
+class SoloRun {
+ public:
+  // chunk_size: the fill plan's chunk, at most the model's max_rows.
+  SoloRun(Model& model, int64_t chunk_size);
+
+  // Checks the prompt (non-empty, ids in range, fits the context) before anything runs.
+  [[nodiscard]] Status check_prompt(const std::vector<int32_t>& prompt) const;
+  // Fills and decodes. on_token (optional) sees each id as it is chosen.
+  [[nodiscard]] Expected<GenerateResult> generate(const GenerateRequest& request,
+                                                  const std::function<void(int32_t)>& on_token = {});
+  // Fills the prompt and returns the logits of every position, f32 [n, vocab] row-major.
+  [[nodiscard]] Expected<std::vector<float>> prompt_logits(const std::vector<int32_t>& prompt);
+
+ private:
+  // Runs one forward pass over positions [begin, end) of `tokens`, keeping logits of the
+  // rows in `logit_rows` (relative to begin) in `logits`.
+  [[nodiscard]] Status run_rows(const std::vector<int32_t>& tokens, int64_t begin, int64_t end, bool all_logits,
+                                std::vector<float>& logits);
+
+  Model& model_;
+  int64_t chunk_size_;
+  KvPagePool pages_;
+  PageTable table_;
+  ForwardBatch batch_;
+};
+
+}  // namespace lockstep

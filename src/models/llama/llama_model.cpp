@@ -1,0 +1,227 @@
+#include "models/llama/llama_model.h"
+
+#include <cmath>
+
+#include "models/weight_upload.h"
+
+namespace lockstep::llama {
+
+namespace {
+
+const bool registered = register_family({"llama", {"LlamaForCausalLM", "Qwen3ForCausalLM"}, &LlamaModel::create});
+
+// Rows [0, n) of a buffer allocated for max_rows, viewed as `shape` with n first.
+Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
+
+}  // namespace
+
+Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, const WeightSource& weights,
+                                                    Backend& backend, const ModelOptions& options) {
+  (void)registered;
+  auto config = parse_llama_config(json);
+  if (!config.ok()) return config.error();
+  std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend));
+  Status loaded = model->load_weights(weights);
+  if (!loaded.ok()) return loaded.error();
+  model->allocate(options);
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+Status LlamaModel::load_weights(const WeightSource& weights) {
+  const LlamaConfig& c = config_;
+  const int64_t q_dim = c.heads * c.head_dim;
+  const int64_t kv_dim = c.kv_heads * c.head_dim;
+  Status status;
+  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
+    if (!status.ok()) return;
+    auto tensor = upload_weight(weights, backend_, name, shape, use);
+    if (tensor.ok()) into = std::move(*tensor);
+    else status = tensor.error();
+  };
+  load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+  load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
+  if (!c.tied_embeddings) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+  layers_.resize(size_t(c.layers));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    LlamaLayer& layer = layers_[size_t(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    load(layer.attn_norm, p + "input_layernorm.weight", {c.hidden}, WeightUse::vector);
+    load(layer.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matrix);
+    load(layer.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matrix);
+    load(layer.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matrix);
+    load(layer.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matrix);
+    if (c.attention_bias) {
+      load(layer.bq, p + "self_attn.q_proj.bias", {q_dim}, WeightUse::vector);
+      load(layer.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector);
+      load(layer.bv, p + "self_attn.v_proj.bias", {kv_dim}, WeightUse::vector);
+      load(layer.bo, p + "self_attn.o_proj.bias", {c.hidden}, WeightUse::vector);
+    }
+    if (c.qk_norm) {
+      load(layer.q_norm, p + "self_attn.q_norm.weight", {c.head_dim}, WeightUse::vector);
+      load(layer.k_norm, p + "self_attn.k_norm.weight", {c.head_dim}, WeightUse::vector);
+    }
+    load(layer.mlp_norm, p + "post_attention_layernorm.weight", {c.hidden}, WeightUse::vector);
+    load(layer.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matrix);
+    load(layer.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matrix);
+    load(layer.w_down, p + "mlp.down_proj.weight", {c.hidden, c.intermediate}, WeightUse::matrix);
+    if (c.mlp_bias) {
+      load(layer.b_gate, p + "mlp.gate_proj.bias", {c.intermediate}, WeightUse::vector);
+      load(layer.b_up, p + "mlp.up_proj.bias", {c.intermediate}, WeightUse::vector);
+      load(layer.b_down, p + "mlp.down_proj.bias", {c.hidden}, WeightUse::vector);
+    }
+  }
+  return status;
+}
+
+void LlamaModel::allocate(const ModelOptions& options) {
+  const LlamaConfig& c = config_;
+  info_.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  info_.vocab_size = c.vocab;
+  info_.page_size = options.page_size;
+  int64_t context = options.max_context > 0 ? options.max_context : c.max_positions;
+  max_pages_ = (context + options.page_size - 1) / options.page_size;
+  info_.max_context = max_pages_ * options.page_size;
+  info_.max_rows = options.max_rows;
+  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages_);
+
+  std::vector<float> table = rope_cos_sin_table(c.rope, c.head_dim, info_.max_context);
+  rope_table_ = backend_.alloc(DType::f32, {info_.max_context, c.head_dim});
+  backend_.upload(rope_table_, table.data());
+  for (LlamaLayer& layer : layers_) {
+    layer.k_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
+    layer.v_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
+  }
+
+  const int64_t rows = options.max_rows;
+  ids_ = backend_.alloc(DType::i32, {rows});
+  positions_ = backend_.alloc(DType::i32, {rows});
+  row_seq_ = backend_.alloc(DType::i32, {rows});
+  slots_ = backend_.alloc(DType::i32, {rows});
+  logit_rows_ = backend_.alloc(DType::i32, {rows});
+  page_tables_ = backend_.alloc(DType::i32, {rows, max_pages_});
+  host_tables_.resize(size_t(rows * max_pages_));
+  host_slots_.resize(size_t(rows));
+  x_ = backend_.alloc(DType::f32, {rows, c.hidden});
+  h_ = backend_.alloc(DType::f32, {rows, c.hidden});
+  proj_ = backend_.alloc(DType::f32, {rows, c.hidden});
+  q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
+  attn_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
+  k_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
+  v_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
+  gate_ = backend_.alloc(DType::f32, {rows, c.intermediate});
+  up_ = backend_.alloc(DType::f32, {rows, c.intermediate});
+  act_ = backend_.alloc(DType::f32, {rows, c.intermediate});
+  picked_ = backend_.alloc(DType::f32, {rows, c.hidden});
+  logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
+}
+
+void LlamaModel::upload_batch(const ForwardBatch& batch) {
+  const int64_t n = int64_t(batch.tokens.size());
+  const int64_t n_seqs = int64_t(batch.seq_pages.size());
+  std::fill(host_tables_.begin(), host_tables_.begin() + n_seqs * max_pages_, 0);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const auto& pages = batch.seq_pages[size_t(s)]->pages;
+    std::copy(pages.begin(), pages.begin() + std::min<int64_t>(int64_t(pages.size()), max_pages_),
+              host_tables_.begin() + s * max_pages_);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    int32_t pos = batch.positions[size_t(r)];
+    const auto& pages = batch.seq_pages[size_t(batch.row_seq[size_t(r)])]->pages;
+    host_slots_[size_t(r)] = pages[size_t(pos / info_.page_size)] * info_.page_size + pos % info_.page_size;
+  }
+  backend_.upload(rows_of(ids_, n), batch.tokens.data());
+  backend_.upload(rows_of(positions_, n), batch.positions.data());
+  backend_.upload(rows_of(row_seq_, n), batch.row_seq.data());
+  backend_.upload(rows_of(slots_, n), host_slots_.data());
+  backend_.upload(rows_of(page_tables_, n_seqs), host_tables_.data());
+  backend_.upload(rows_of(logit_rows_, int64_t(batch.logit_rows.size())), batch.logit_rows.data());
+}
+
+Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
+  Status valid = check_batch(batch);
+  if (!valid.ok()) return valid.error();
+  for (const PageTable* table : batch.seq_pages)
+    for (int32_t page : table->pages)
+      if (page < 0 || page >= info_.kv_pages) return make_error("a page table names a page outside the cache");
+  if (int64_t(batch.seq_pages.size()) > info_.max_rows) return make_error("more sequences than rows");
+  const int64_t n = int64_t(batch.tokens.size());
+  const int64_t n_out = int64_t(batch.logit_rows.size());
+  upload_batch(batch);
+
+  Tensor x = rows_of(x_, n);  // [n, hidden]
+  backend_.embed(embed_, rows_of(ids_, n), x);
+  for (LlamaLayer& layer : layers_) {
+    attention_block(layer, n);
+    mlp_block(layer, n);
+  }
+  Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
+  Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
+  if (n_out == 0) return logits;
+  backend_.gather_rows(x, rows_of(logit_rows_, n_out), picked);
+  backend_.rms_norm(picked, final_norm_, float(config_.rms_eps), picked);
+  backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  return logits;
+}
+
+// x += o_proj(attention(rope(q), rope(k), v)) of rms_norm(x).
+void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
+  const LlamaConfig& c = config_;
+  Tensor x = rows_of(x_, n);        // [n, hidden]
+  Tensor h = rows_of(h_, n);        // [n, hidden]
+  Tensor q = rows_of(q_, n);        // [n, heads, head_dim]
+  Tensor k = rows_of(k_, n);        // [n, kv_heads, head_dim]
+  Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim]
+  Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim]
+  Tensor proj = rows_of(proj_, n);  // [n, hidden]
+  Tensor positions = rows_of(positions_, n);
+
+  backend_.rms_norm(x, layer.attn_norm, float(c.rms_eps), h);
+  backend_.matmul(h, layer.wq, q.reshaped({n, c.heads * c.head_dim}));
+  backend_.matmul(h, layer.wk, k.reshaped({n, c.kv_heads * c.head_dim}));
+  backend_.matmul(h, layer.wv, v.reshaped({n, c.kv_heads * c.head_dim}));
+  if (c.attention_bias) {
+    backend_.add_bias(q.reshaped({n, c.heads * c.head_dim}), layer.bq);
+    backend_.add_bias(k.reshaped({n, c.kv_heads * c.head_dim}), layer.bk);
+    backend_.add_bias(v.reshaped({n, c.kv_heads * c.head_dim}), layer.bv);
+  }
+  if (c.qk_norm) {
+    backend_.rms_norm(q.reshaped({n * c.heads, c.head_dim}), layer.q_norm, float(c.rms_eps),
+                      q.reshaped({n * c.heads, c.head_dim}));
+    backend_.rms_norm(k.reshaped({n * c.kv_heads, c.head_dim}), layer.k_norm, float(c.rms_eps),
+                      k.reshaped({n * c.kv_heads, c.head_dim}));
+  }
+  backend_.rope(q, positions, rope_table_);
+  backend_.rope(k, positions, rope_table_);
+  KvLayer cache{layer.k_cache.view(), layer.v_cache.view()};
+  backend_.kv_write(k, v, rows_of(slots_, n), cache);
+  AttentionRows rows{positions, rows_of(row_seq_, n), page_tables_.view()};
+  backend_.attention(q, cache, rows, float(1.0 / std::sqrt(double(c.head_dim))), attn);
+  backend_.matmul(attn.reshaped({n, c.heads * c.head_dim}), layer.wo, proj);
+  if (c.attention_bias) backend_.add_bias(proj, layer.bo);
+  backend_.add(x, proj, x);
+}
+
+// x += down(silu(gate(h)) * up(h)) with h = rms_norm(x).
+void LlamaModel::mlp_block(LlamaLayer& layer, int64_t n) {
+  const LlamaConfig& c = config_;
+  Tensor x = rows_of(x_, n);        // [n, hidden]
+  Tensor h = rows_of(h_, n);        // [n, hidden]
+  Tensor gate = rows_of(gate_, n);  // [n, intermediate]
+  Tensor up = rows_of(up_, n);      // [n, intermediate]
+  Tensor act = rows_of(act_, n);    // [n, intermediate]
+  Tensor proj = rows_of(proj_, n);  // [n, hidden]
+
+  backend_.rms_norm(x, layer.mlp_norm, float(c.rms_eps), h);
+  backend_.matmul(h, layer.w_gate, gate);
+  backend_.matmul(h, layer.w_up, up);
+  if (c.mlp_bias) {
+    backend_.add_bias(gate, layer.b_gate);
+    backend_.add_bias(up, layer.b_up);
+  }
+  backend_.swiglu(gate, up, act);
+  backend_.matmul(act, layer.w_down, proj);
+  if (c.mlp_bias) backend_.add_bias(proj, layer.b_down);
+  backend_.add(x, proj, x);
+}
+
+}  // namespace lockstep::llama

@@ -1,0 +1,57 @@
+// The Llama family (Llama 2/3, Qwen3): pre-RMSNorm blocks of GQA attention with RoPE and a
+// SwiGLU MLP. Qwen3 adds an RMSNorm over each head of q and k.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "models/llama/llama_config.h"
+#include "models/model.h"
+#include "models/registry.h"
+
+namespace lockstep::llama {
+
+struct LlamaLayer {
+  OwnedTensor attn_norm;                 // [hidden]
+  OwnedTensor wq, wk, wv, wo;            // [heads*head_dim, hidden], [kv_heads*head_dim, hidden] x2, [hidden, heads*head_dim]
+  OwnedTensor bq, bk, bv, bo;            // biases, when attention_bias
+  OwnedTensor q_norm, k_norm;            // [head_dim], Qwen3 only
+  OwnedTensor mlp_norm;                  // [hidden]
+  OwnedTensor w_gate, w_up, w_down;      // [intermediate, hidden] x2, [hidden, intermediate]
+  OwnedTensor b_gate, b_up, b_down;      // biases, when mlp_bias
+  OwnedTensor k_cache, v_cache;          // [kv_pages, kv_heads, page_size, head_dim]
+};
+
+class LlamaModel final : public Model {
+ public:
+  static Expected<std::unique_ptr<Model>> create(const nlohmann::json& json, const WeightSource& weights,
+                                                 Backend& backend, const ModelOptions& options);
+  Backend& backend() override { return backend_; }
+  Expected<Tensor> forward(const ForwardBatch& batch) override;
+
+ private:
+  LlamaModel(const LlamaConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  Status load_weights(const WeightSource& weights);
+  void allocate(const ModelOptions& options);
+  void upload_batch(const ForwardBatch& batch);
+  void attention_block(LlamaLayer& layer, int64_t n);
+  void mlp_block(LlamaLayer& layer, int64_t n);
+
+  LlamaConfig config_;
+  Backend& backend_;
+  OwnedTensor embed_;       // [vocab, hidden]
+  OwnedTensor final_norm_;  // [hidden]
+  OwnedTensor lm_head_;     // [vocab, hidden]; empty when tied to embed_
+  OwnedTensor rope_table_;  // [max_context, head_dim]
+  std::vector<LlamaLayer> layers_;
+
+  // Per-pass inputs, uploaded from the batch. i32.
+  OwnedTensor ids_, positions_, row_seq_, page_tables_, slots_, logit_rows_;
+  int64_t max_pages_ = 0;  // page table width: max_context / page_size
+  std::vector<int32_t> host_tables_, host_slots_;
+  // Activations, sized for max_rows. f32.
+  OwnedTensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, act_, picked_, logits_;
+};
+
+}  // namespace lockstep::llama

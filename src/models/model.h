@@ -1,0 +1,62 @@
+// The Model interface: what the lanes and the CLI know of a model. A family implements it
+// against the Backend op interface; nothing outside src/models/ knows a family's layers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "memory/kv_pages.h"
+
+namespace lockstep {
+
+struct ModelInfo {
+  std::string architecture;      // as config.json names it, e.g. "LlamaForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;       // positions a sequence may use (the KV page tables' reach)
+  int64_t max_rows = 0;          // rows one forward pass takes
+  int32_t page_size = 0;         // positions per KV page
+  int32_t kv_pages = 0;          // pages in the model's cache; a KvPagePool hands them out
+  std::vector<int32_t> eos_ids;  // a generated id in this list ends the stream
+};
+
+// One forward pass over rows of one or more sequences (host memory; the model uploads it).
+// Row r is token tokens[r] at position positions[r] of sequence row_seq[r]; that sequence's
+// page table must already hold every position up to the row's own.
+struct ForwardBatch {
+  std::vector<int32_t> tokens;              // [n_rows]
+  std::vector<int32_t> positions;           // [n_rows]
+  std::vector<int32_t> row_seq;             // [n_rows], index into seq_pages
+  std::vector<const PageTable*> seq_pages;  // [n_seqs]
+  std::vector<int32_t> logit_rows;          // rows whose logits are wanted, in output order
+
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    row_seq.clear();
+    seq_pages.clear();
+    logit_rows.clear();
+  }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelInfo& info() const { return info_; }
+  void set_eos_ids(std::vector<int32_t> ids) { info_.eos_ids = std::move(ids); }
+
+  virtual Backend& backend() = 0;
+  // Runs one pass: writes each row's K and V into the cache and returns the logits of
+  // batch.logit_rows, f32 [logit_rows.size(), vocab] in backend memory, valid until the next
+  // call. Errors (too many rows, ids out of range, a page table too short) change nothing.
+  [[nodiscard]] virtual Expected<Tensor> forward(const ForwardBatch& batch) = 0;
+
+ protected:
+  ModelInfo info_;
+  // Checks a batch against info_ before anything is uploaded.
+  [[nodiscard]] Status check_batch(const ForwardBatch& batch) const;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,76 @@
+#include "models/registry.h"
+
+#include <filesystem>
+
+#include "io/json_file.h"
+
+namespace lockstep {
+
+namespace {
+
+std::vector<Family>& family_list() {
+  static std::vector<Family> list;
+  return list;
+}
+
+// eos_token_id may be one id or a list.
+std::vector<int32_t> read_eos_ids(const nlohmann::json& json) {
+  std::vector<int32_t> ids;
+  auto it = json.find("eos_token_id");
+  if (it == json.end()) return ids;
+  if (it->is_number_integer()) ids.push_back(it->get<int32_t>());
+  if (it->is_array())
+    for (const auto& id : *it)
+      if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+  return ids;
+}
+
+}  // namespace
+
+bool register_family(Family family) {
+  family_list().push_back(std::move(family));
+  return true;
+}
+
+const std::vector<Family>& registered_families() { return family_list(); }
+
+Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, const WeightSource& weights,
+                                              Backend& backend, const ModelOptions& options) {
+  std::string architecture;
+  auto it = config.find("architectures");
+  if (it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    architecture = (*it)[0].get<std::string>();
+  std::string supported;
+  for (const Family& family : registered_families()) {
+    for (const std::string& name : family.architectures) {
+      if (name == architecture) {
+        auto model = family.create(config, weights, backend, options);
+        if (model.ok()) (*model)->set_eos_ids(read_eos_ids(config));
+        return model;
+      }
+      supported += (supported.empty() ? "" : ", ") + name;
+    }
+  }
+  return make_error("unsupported architecture '" + architecture + "' in config.json; supported: " + supported);
+}
+
+Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
+  auto config = read_json_file((fs::path(dir) / "config.json").string());
+  if (!config.ok()) return config.error();
+  auto weights = Checkpoint::open(dir);
+  if (!weights.ok()) return weights.error();
+  auto model = create_model(*config, **weights, backend, options);
+  if (!model.ok()) return make_error(dir + ": " + model.error().message);
+  fs::path generation = fs::path(dir) / "generation_config.json";
+  if (fs::exists(generation)) {
+    auto generation_config = read_json_file(generation.string());
+    if (!generation_config.ok()) return generation_config.error();
+    std::vector<int32_t> ids = read_eos_ids(*generation_config);
+    if (!ids.empty()) (*model)->set_eos_ids(std::move(ids));
+  }
+  return model;
+}
+
+}  // namespace lockstep

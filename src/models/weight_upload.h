@@ -1,0 +1,20 @@
+// Copies checkpoint tensors into backend memory in the layout the kernels want.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+
+namespace lockstep {
+
+enum class WeightUse {
+  matrix,  // a matmul or embedding weight: f32 and bf16 stay as stored, f16 becomes f32
+  vector,  // norm weights, biases: always f32
+};
+
+// Reads `name`, checks its shape, converts it for `use` and uploads it.
+[[nodiscard]] Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,
+                                                  const Shape& shape, WeightUse use);
+
+}  // namespace lockstep

@@ -1,0 +1,20 @@
+// Helpers shared by the tests: the backends to run op tests on, the fixture folders.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace lockstep {
+
+// "cpu" (the best kernels here, every core), "cpu-1thread", and a narrower kernel set per
+// instruction set this CPU also runs ("cpu-avx2", "cpu-generic").
+std::vector<std::string> test_backend_names();
+std::unique_ptr<Backend> make_test_backend(const std::string& name);
+
+// tests/data/<name>
+std::string test_data(const std::string& name);
+
+}  // namespace lockstep
