@@ -36,6 +36,9 @@ const std::vector<Family>& registered_families() { return family_list(); }
 
 Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, const WeightSource& weights,
                                               Backend& backend, const ModelOptions& options) {
+  if (options.max_rows < 1 || options.page_size < 1 || (options.page_size & (options.page_size - 1)) != 0 ||
+      options.max_context < 0 || options.kv_pages < 0)
+    return make_error("model options: max_rows must be positive and page_size a power of two");
   std::string architecture;
   auto it = config.find("architectures");
   if (it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
@@ -44,9 +47,13 @@ Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, cons
   for (const Family& family : registered_families()) {
     for (const std::string& name : family.architectures) {
       if (name == architecture) {
-        auto model = family.create(config, weights, backend, options);
-        if (model.ok()) (*model)->set_eos_ids(read_eos_ids(config));
-        return model;
+        try {
+          auto model = family.create(config, weights, backend, options);
+          if (model.ok()) (*model)->set_eos_ids(read_eos_ids(config));
+          return model;
+        } catch (const nlohmann::json::exception& error) {  // a field of an unexpected type
+          return make_error(std::string("config.json: ") + error.what());
+        }
       }
       supported += (supported.empty() ? "" : ", ") + name;
     }
