@@ -54,6 +54,38 @@ struct AttentionRows {
 // Attention reads the KV in splits of this many positions and folds them in order.
 constexpr int64_t kAttentionSplit = 256;
 
+// The sequences of a pass, for ops that carry recurrent state: the rows of sequence s are
+// rows [seq_begin[s], seq_begin[s + 1]), at consecutive positions from seq_start[s], and its
+// state lives in slot seq_slot[s]. A sequence starting at position 0 starts from zero state.
+struct SequenceRows {
+  Tensor seq_begin;  // i32 [n_seqs + 1]
+  Tensor seq_start;  // i32 [n_seqs]
+  Tensor seq_slot;   // i32 [n_seqs]
+};
+
+// The Mamba2 selective state-space scan of one layer (see ssm_scan).
+struct SsmScan {
+  Tensor x;        // f32 [n, heads, head_dim]
+  Tensor dt;       // f32 [n, heads], before dt_bias and softplus
+  Tensor b;        // f32 [n, groups, state_size]
+  Tensor c;        // f32 [n, groups, state_size]
+  Tensor a_log;    // f32 [heads]: A = -exp(a_log)
+  Tensor d;        // f32 [heads]: the skip
+  Tensor dt_bias;  // f32 [heads]
+  float dt_min = 0.0f;     // dt = max(softplus(dt + dt_bias), dt_min)
+  int64_t chunk_size = 0;  // the SSD chunk: cuts at absolute multiples of it
+  Tensor state;    // f32 [slots, heads, head_dim, state_size], read and written
+  Tensor out;      // f32 [n, heads, head_dim]
+};
+
+// Mixture-of-experts routing settings (sigmoid scores with a correction bias).
+struct MoeRouting {
+  int64_t groups = 1;        // expert groups; the best `topk_groups` are kept per token
+  int64_t topk_groups = 1;
+  bool normalize = true;     // divide the chosen weights by their sum
+  float scale = 1.0f;        // then multiply by this
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,6 +130,39 @@ class Backend {
   virtual void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) = 0;
   // out[i] = x[rows[i]]. x f32 [n, d]; rows i32 [m]; out f32 [m, d].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
+  // out[r] = x[r][begin : begin + out.cols()]. x f32 [n, d]; out f32 [n, w].
+  virtual void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) = 0;
+  // out = max(x, 0)^2, elementwise f32.
+  virtual void relu_squared(const Tensor& x, const Tensor& out) = 0;
+
+  // Mamba2 ops. Each sequence's rows are processed in position order with its own state; a
+  // row never reads another sequence's rows or state.
+  //
+  // Causal depthwise conv of kernel K with bias, then SiLU. x, out f32 [n, channels];
+  // weight f32 [channels, K]; bias f32 [channels]; conv_state f32 [slots, channels, K - 1]
+  // holds each sequence's last K - 1 inputs and is updated.
+  virtual void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                           const SequenceRows& seqs, const Tensor& out) = 0;
+  // The selective scan: h = exp(dt*A) h + dt x B^T, y = h C + D x, per head (heads share
+  // their group's B and C). A sequence's rows are cut at absolute multiples of chunk_size; a
+  // piece of one row runs the recurrence, a longer piece the SSD chunked form. The cuts are a
+  // pure function of positions, so a fixed fill plan gives bit-identical states.
+  virtual void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) = 0;
+  // out = weight * rms_norm_per_group(x * silu(gate)). x, gate, out f32 [n, d]; weight [d].
+  virtual void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                              const Tensor& out) = 0;
+
+  // MoE ops. Routing: score = sigmoid(logit); experts are chosen by score + bias within the
+  // best groups; ids come in rank order (best first, ties to the lower id); weights are the
+  // chosen scores, normalised and scaled. logits f32 [n, experts]; bias f32 [experts];
+  // ids i32 [n, k]; weights f32 [n, k].
+  virtual void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                         const Tensor& weights) = 0;
+  // out[r] = sum over ranks j of weights[r][j] * down_e(relu2(up_e(x[r]))), e = ids[r][j],
+  // summed in rank order. x, out f32 [n, d]; up f32|bf16 [experts, inner, d];
+  // down f32|bf16 [experts, d, inner].
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                           const Tensor& down, const Tensor& out) = 0;
 
  protected:
   friend class OwnedTensor;

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <vector>
+
 namespace lockstep {
 
 Status Model::check_batch(const ForwardBatch& batch) const {
@@ -25,6 +27,26 @@ Status Model::check_batch(const ForwardBatch& batch) const {
     if (int64_t(table->pages.size()) * info_.page_size <= batch.positions[r])
       return make_error("a sequence's page table does not reach position " + std::to_string(batch.positions[r]));
   }
+  // Each sequence's rows: one contiguous run at consecutive positions.
+  std::vector<bool> seen(batch.seq_pages.size(), false);
+  for (size_t r = 0; r < n; ++r) {
+    int32_t seq = batch.row_seq[r];
+    bool continues = r > 0 && batch.row_seq[r - 1] == seq;
+    if (continues && batch.positions[r] != batch.positions[r - 1] + 1)
+      return make_error("a sequence's rows must be at consecutive positions");
+    if (!continues) {
+      if (seen[size_t(seq)]) return make_error("a sequence's rows must be contiguous in the batch");
+      seen[size_t(seq)] = true;
+      for (int32_t page : batch.seq_pages[size_t(seq)]->pages)
+        if (page < 0 || page >= info_.kv_pages) return make_error("a page table names a page outside the cache");
+    }
+  }
+  if (info_.state_slots > 0) {
+    if (batch.seq_slots.size() != batch.seq_pages.size()) return make_error("every sequence needs a state slot");
+    for (int32_t slot : batch.seq_slots)
+      if (slot < 0 || slot >= info_.state_slots) return make_error("a state slot is outside the pool");
+  }
+  if (int64_t(batch.seq_pages.size()) > info_.max_rows) return make_error("more sequences than rows");
   for (int32_t row : batch.logit_rows)
     if (row < 0 || size_t(row) >= n) return make_error("a logit row is outside the batch");
   return Status::success();

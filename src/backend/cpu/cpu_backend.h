@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul.h"
@@ -39,6 +40,17 @@ class CpuBackend final : public Backend {
   void argmax(const Tensor& x, const Tensor& ids) override;
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
+  void relu_squared(const Tensor& x, const Tensor& out) override;
+  void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                   const SequenceRows& seqs, const Tensor& out) override;
+  void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                      const Tensor& out) override;
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                 const Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
+                   const Tensor& out) override;
 
  protected:
   void release(const Tensor& tensor) override;
@@ -46,6 +58,11 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   cpu::MatmulKernels matmul_;
+  // MoE workspaces: grow to the largest pass seen, then stay.
+  std::vector<float> moe_in_, moe_hidden_, moe_out_, moe_slots_;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> moe_routed_;
+  std::vector<float> route_score_, route_choice_, route_group_score_;
+  std::vector<int32_t> route_best_;
 };
 
 }  // namespace lockstep

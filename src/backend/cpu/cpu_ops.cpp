@@ -179,4 +179,21 @@ void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& 
     std::memcpy(out.as<float>() + i * d, x.as<float>() + int64_t(rows.as<int32_t>()[i]) * d, size_t(d) * 4);
 }
 
+void CpuBackend::copy_columns(const Tensor& x, int64_t begin, const Tensor& out) {
+  const int64_t d = x.cols(), w = out.cols();
+  for (int64_t r = 0; r < x.rows(); ++r)
+    std::memcpy(out.as<float>() + r * w, x.as<float>() + r * d + begin, size_t(w) * 4);
+}
+
+void CpuBackend::relu_squared(const Tensor& x, const Tensor& out) {
+  const float* px = x.as<float>();
+  float* po = out.as<float>();
+  pool_.parallel_for(x.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float v = std::max(px[i], 0.0f);
+      po[i] = v * v;
+    }
+  });
+}
+
 }  // namespace lockstep

@@ -79,10 +79,10 @@ void LlamaModel::allocate(const ModelOptions& options) {
   info_.vocab_size = c.vocab;
   info_.page_size = options.page_size;
   int64_t context = options.max_context > 0 ? options.max_context : c.max_positions;
-  max_pages_ = (context + options.page_size - 1) / options.page_size;
-  info_.max_context = max_pages_ * options.page_size;
+  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  info_.max_context = max_pages * options.page_size;
   info_.max_rows = options.max_rows;
-  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages_);
+  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
 
   std::vector<float> table = rope_cos_sin_table(c.rope, c.head_dim, info_.max_context);
   rope_table_ = backend_.alloc(DType::f32, {info_.max_context, c.head_dim});
@@ -93,14 +93,7 @@ void LlamaModel::allocate(const ModelOptions& options) {
   }
 
   const int64_t rows = options.max_rows;
-  ids_ = backend_.alloc(DType::i32, {rows});
-  positions_ = backend_.alloc(DType::i32, {rows});
-  row_seq_ = backend_.alloc(DType::i32, {rows});
-  slots_ = backend_.alloc(DType::i32, {rows});
-  logit_rows_ = backend_.alloc(DType::i32, {rows});
-  page_tables_ = backend_.alloc(DType::i32, {rows, max_pages_});
-  host_tables_.resize(size_t(rows * max_pages_));
-  host_slots_.resize(size_t(rows));
+  inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
   x_ = backend_.alloc(DType::f32, {rows, c.hidden});
   h_ = backend_.alloc(DType::f32, {rows, c.hidden});
   proj_ = backend_.alloc(DType::f32, {rows, c.hidden});
@@ -115,41 +108,15 @@ void LlamaModel::allocate(const ModelOptions& options) {
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
 }
 
-void LlamaModel::upload_batch(const ForwardBatch& batch) {
-  const int64_t n = int64_t(batch.tokens.size());
-  const int64_t n_seqs = int64_t(batch.seq_pages.size());
-  std::fill(host_tables_.begin(), host_tables_.begin() + n_seqs * max_pages_, 0);
-  for (int64_t s = 0; s < n_seqs; ++s) {
-    const auto& pages = batch.seq_pages[size_t(s)]->pages;
-    std::copy(pages.begin(), pages.begin() + std::min<int64_t>(int64_t(pages.size()), max_pages_),
-              host_tables_.begin() + s * max_pages_);
-  }
-  for (int64_t r = 0; r < n; ++r) {
-    int32_t pos = batch.positions[size_t(r)];
-    const auto& pages = batch.seq_pages[size_t(batch.row_seq[size_t(r)])]->pages;
-    host_slots_[size_t(r)] = pages[size_t(pos / info_.page_size)] * info_.page_size + pos % info_.page_size;
-  }
-  backend_.upload(rows_of(ids_, n), batch.tokens.data());
-  backend_.upload(rows_of(positions_, n), batch.positions.data());
-  backend_.upload(rows_of(row_seq_, n), batch.row_seq.data());
-  backend_.upload(rows_of(slots_, n), host_slots_.data());
-  backend_.upload(rows_of(page_tables_, n_seqs), host_tables_.data());
-  backend_.upload(rows_of(logit_rows_, int64_t(batch.logit_rows.size())), batch.logit_rows.data());
-}
-
 Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
   Status valid = check_batch(batch);
   if (!valid.ok()) return valid.error();
-  for (const PageTable* table : batch.seq_pages)
-    for (int32_t page : table->pages)
-      if (page < 0 || page >= info_.kv_pages) return make_error("a page table names a page outside the cache");
-  if (int64_t(batch.seq_pages.size()) > info_.max_rows) return make_error("more sequences than rows");
   const int64_t n = int64_t(batch.tokens.size());
   const int64_t n_out = int64_t(batch.logit_rows.size());
-  upload_batch(batch);
+  inputs_.upload(backend_, batch);
 
   Tensor x = rows_of(x_, n);  // [n, hidden]
-  backend_.embed(embed_, rows_of(ids_, n), x);
+  backend_.embed(embed_, inputs_.ids(), x);
   for (LlamaLayer& layer : layers_) {
     attention_block(layer, n);
     mlp_block(layer, n);
@@ -157,7 +124,7 @@ Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
   Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
   Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
   if (n_out == 0) return logits;
-  backend_.gather_rows(x, rows_of(logit_rows_, n_out), picked);
+  backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
   backend_.rms_norm(picked, final_norm_, float(config_.rms_eps), picked);
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
   return logits;
@@ -173,7 +140,7 @@ void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
   Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim]
   Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim]
   Tensor proj = rows_of(proj_, n);  // [n, hidden]
-  Tensor positions = rows_of(positions_, n);
+  Tensor positions = inputs_.positions();
 
   backend_.rms_norm(x, layer.attn_norm, float(c.rms_eps), h);
   backend_.matmul(h, layer.wq, q.reshaped({n, c.heads * c.head_dim}));
@@ -193,9 +160,8 @@ void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
   backend_.rope(q, positions, rope_table_);
   backend_.rope(k, positions, rope_table_);
   KvLayer cache{layer.k_cache.view(), layer.v_cache.view()};
-  backend_.kv_write(k, v, rows_of(slots_, n), cache);
-  AttentionRows rows{positions, rows_of(row_seq_, n), page_tables_.view()};
-  backend_.attention(q, cache, rows, float(1.0 / std::sqrt(double(c.head_dim))), attn);
+  backend_.kv_write(k, v, inputs_.cache_slots(), cache);
+  backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
   backend_.matmul(attn.reshaped({n, c.heads * c.head_dim}), layer.wo, proj);
   if (c.attention_bias) backend_.add_bias(proj, layer.bo);
   backend_.add(x, proj, x);

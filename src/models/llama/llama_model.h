@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "models/batch_inputs.h"
 #include "models/llama/llama_config.h"
 #include "models/model.h"
 #include "models/registry.h"
@@ -34,7 +35,6 @@ class LlamaModel final : public Model {
   LlamaModel(const LlamaConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   Status load_weights(const WeightSource& weights);
   void allocate(const ModelOptions& options);
-  void upload_batch(const ForwardBatch& batch);
   void attention_block(LlamaLayer& layer, int64_t n);
   void mlp_block(LlamaLayer& layer, int64_t n);
 
@@ -46,10 +46,7 @@ class LlamaModel final : public Model {
   OwnedTensor rope_table_;  // [max_context, head_dim]
   std::vector<LlamaLayer> layers_;
 
-  // Per-pass inputs, uploaded from the batch. i32.
-  OwnedTensor ids_, positions_, row_seq_, page_tables_, slots_, logit_rows_;
-  int64_t max_pages_ = 0;  // page table width: max_context / page_size
-  std::vector<int32_t> host_tables_, host_slots_;
+  BatchInputs inputs_;
   // Activations, sized for max_rows. f32.
   OwnedTensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, act_, picked_, logits_;
 };

@@ -1,0 +1,277 @@
+// End-to-end tests of the lockstep binary: each runs it as a child process and checks its exit
+// code, stdout and stderr. Results are checked against the transformers reference cases; every
+// error must be exactly one "lockstep: error:" line on stderr that says what went wrong.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fixture_reference.h"
+#include "io/npy.h"
+#include "io/temp_dir.h"
+#include "run_command.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+CommandResult run_lockstep(const std::vector<std::string>& args) {
+  auto result = run_command(LOCKSTEP_BINARY, args);
+  if (!result.ok()) {
+    ADD_FAILURE() << result.error().message;
+    return {};
+  }
+  return *result;
+}
+
+// {1, 2, 3} -> "1,2,3", the --tokens format.
+std::string token_list(const std::vector<int32_t>& ids) {
+  std::string text;
+  for (int32_t id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
+}
+
+// "1 2 3" -> {1, 2, 3}, the --ids output format.
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+// Generated ids of a successful run whose stdout is exactly one line.
+std::vector<int32_t> output_ids(const CommandResult& result) {
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> lines = split_lines(result.out);
+  EXPECT_EQ(lines.size(), 1u) << result.out;
+  EXPECT_TRUE(!result.out.empty() && result.out.back() == '\n') << result.out;
+  return lines.empty() ? std::vector<int32_t>{} : parse_ids(lines[0]);
+}
+
+void expect_one_line_error(const CommandResult& result, const std::string& expected) {
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_LT(result.exit_code, 128) << "ended by a signal; stderr: " << result.err;
+  EXPECT_EQ(result.out, "");
+  std::vector<std::string> lines = split_lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_EQ(result.err.back(), '\n');
+  EXPECT_EQ(lines[0].rfind("lockstep: error: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(expected), std::string::npos) << "expected '" << expected << "' in: " << lines[0];
+}
+
+class CliFixtureTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto ref = load_fixture_reference(model_dir() + "/reference.safetensors");
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    cases = std::move(*ref);
+    ASSERT_EQ(cases.size(), 5u);
+  }
+  std::string model_dir() const { return test_data(GetParam()); }
+  std::vector<FixtureCase> cases;
+};
+
+TEST_P(CliFixtureTest, LogitsWritesNpyMatchingReference) {
+  const FixtureCase& c = cases[2];
+  ASSERT_EQ(c.ids.size(), 37u);
+  auto dir = TempDir::create("lockstep-cli");
+  ASSERT_TRUE(dir.ok()) << dir.error().message;
+  std::string out = dir->file("logits.npy");
+  CommandResult result =
+      run_lockstep({"logits", "--model", model_dir(), "--tokens", token_list(c.ids), "--out", out, "--threads", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err, "");
+  auto npy = read_npy_f32(out);
+  ASSERT_TRUE(npy.ok()) << npy.error().message;
+  auto& [shape, values] = *npy;
+  ASSERT_EQ(shape, (Shape{37, 512})) << shape.to_string();
+  ASSERT_EQ(values.size(), c.logits.size());
+  EXPECT_LE(max_abs_difference(values, c.logits), 2e-3);
+}
+
+TEST_P(CliFixtureTest, GreedyIdsMatchReferenceUpToFirstNearTie) {
+  for (size_t index : {1u, 3u}) {
+    const FixtureCase& c = cases[index];
+    CommandResult result = run_lockstep({"generate", "--model", model_dir(), "--tokens", token_list(c.ids),
+                                         "--max-tokens", "24", "--ids", "--threads", "1"});
+    EXPECT_EQ(result.err, "") << "greedy decoding prints no seed";
+    std::vector<int32_t> ids = output_ids(result);
+    ASSERT_EQ(ids.size(), 24u) << result.out;
+    size_t checked = std::min<size_t>(24, greedy_steps_to_check(c.margins, 1e-3f));
+    for (size_t i = 0; i < checked; ++i)
+      ASSERT_EQ(ids[i], c.greedy[i]) << "step " << i << " of case " << index;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, CliFixtureTest, ::testing::Values("llama", "qwen3"),
+                         [](const auto& info) { return info.param; });
+
+std::vector<std::string> sampling_args(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"generate", "--model", test_data("llama"), "--tokens", "5,17,42",
+                                   "--max-tokens", "16", "--temperature", "0.8", "--ids", "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(CliSamplingTest, SameSeedGivesSameIds) {
+  const std::vector<std::vector<std::string>> filter_sets = {
+      {}, {"--top-k", "40", "--top-p", "0.9", "--min-p", "0.05"}};
+  for (const std::vector<std::string>& filters : filter_sets) {
+    std::vector<std::string> seeded = {"--seed", "1234"};
+    seeded.insert(seeded.end(), filters.begin(), filters.end());
+    CommandResult first = run_lockstep(sampling_args(seeded));
+    CommandResult second = run_lockstep(sampling_args(seeded));
+    EXPECT_EQ(first.err, "") << "a given seed is not printed";
+    std::vector<int32_t> ids = output_ids(first);
+    EXPECT_EQ(ids.size(), 16u);
+    EXPECT_EQ(output_ids(second), ids);
+  }
+}
+
+TEST(CliSamplingTest, SeedChangesTheIds) {
+  std::vector<int32_t> a = output_ids(run_lockstep(sampling_args({"--seed", "1"})));
+  std::vector<int32_t> b = output_ids(run_lockstep(sampling_args({"--seed", "2"})));
+  EXPECT_NE(a, b);
+}
+
+TEST(CliSamplingTest, PrintedSeedReproducesIds) {
+  CommandResult fresh = run_lockstep(sampling_args({}));
+  std::vector<int32_t> ids = output_ids(fresh);
+  std::vector<std::string> lines = split_lines(fresh.err);
+  ASSERT_EQ(lines.size(), 1u) << fresh.err;
+  ASSERT_EQ(lines[0].rfind("seed: ", 0), 0u) << lines[0];
+  std::string seed = lines[0].substr(6);
+  ASSERT_FALSE(seed.empty());
+  ASSERT_EQ(seed.find_first_not_of("0123456789"), std::string::npos) << lines[0];
+
+  CommandResult again = run_lockstep(sampling_args({"--seed", seed}));
+  EXPECT_EQ(again.err, "");
+  EXPECT_EQ(output_ids(again), ids);
+}
+
+struct FlagErrorCase {
+  std::string name;
+  std::vector<std::string> args;  // after "<subcommand> --model <llama fixture> --threads 1"
+  std::string expected;           // a substring of the one error line
+  std::string subcommand = "generate";
+};
+
+void PrintTo(const FlagErrorCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<std::string> twenty_tokens() {
+  std::vector<int32_t> ids(20);
+  for (int32_t i = 0; i < 20; ++i) ids[size_t(i)] = i + 1;
+  return {"--tokens", token_list(ids), "--context", "16"};
+}
+
+const std::vector<FlagErrorCase>& flag_error_cases() {
+  static const std::vector<FlagErrorCase> cases = {
+      {"token_past_vocab", {"--tokens", "1,512"}, "token id 512 is outside the vocabulary [0, 512)"},
+      {"logits_token_past_vocab", {"--tokens", "512"}, "token id 512 is outside", "logits"},
+      {"negative_token", {"--tokens", "-1"}, "--tokens: token id -1 is out of range"},
+      {"empty_tokens", {"--tokens", ""}, "--tokens: '' is not an integer token id"},
+      {"non_numeric_token", {"--tokens", "1,x"}, "--tokens: 'x' is not an integer token id"},
+      {"zero_max_tokens", {"--tokens", "1", "--max-tokens", "0"}, "--max-tokens: Value 0 not in range"},
+      {"negative_temperature", {"--tokens", "1", "--temperature", "-1"}, "temperature must be in [0, 100]"},
+      {"zero_top_p", {"--tokens", "1", "--top-p", "0"}, "top_p must be in (0, 1]"},
+      {"top_p_above_one", {"--tokens", "1", "--top-p", "1.5"}, "top_p must be in (0, 1]"},
+      {"min_p_above_one", {"--tokens", "1", "--min-p", "2"}, "min_p must be in [0, 1]"},
+      {"unknown_flag", {"--tokens", "1", "--bogus"}, "not expected: --bogus"},
+      {"missing_tokens", {}, "--tokens is required"},
+      {"non_numeric_temperature", {"--tokens", "1", "--temperature", "warm"}, "--temperature = warm"},
+      {"prompt_past_context", twenty_tokens(), "the prompt has 20 tokens; the context holds 16"},
+      {"logits_prompt_past_context", twenty_tokens(), "the prompt has 20 tokens", "logits"},
+  };
+  return cases;
+}
+
+class CliFlagErrorTest : public ::testing::TestWithParam<FlagErrorCase> {};
+
+TEST_P(CliFlagErrorTest, FailsWithOneErrorLine) {
+  const FlagErrorCase& c = GetParam();
+  auto dir = TempDir::create("lockstep-cli");
+  ASSERT_TRUE(dir.ok()) << dir.error().message;
+  std::vector<std::string> args = {c.subcommand, "--model", test_data("llama"), "--threads", "1"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  if (c.subcommand == "logits") args.insert(args.end(), {"--out", dir->file("logits.npy")});
+  expect_one_line_error(run_lockstep(args), c.expected);
+  EXPECT_FALSE(std::filesystem::exists(dir->file("logits.npy"))) << "a failed run leaves no output";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, CliFlagErrorTest, ::testing::ValuesIn(flag_error_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A scratch copy of the llama fixture's config.json and model.safetensors, to break on purpose.
+class CliModelErrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto created = TempDir::create("lockstep-cli");
+    ASSERT_TRUE(created.ok()) << created.error().message;
+    dir = std::make_unique<TempDir>(std::move(*created));
+    config = nlohmann::json::parse(read_file(test_data("llama") + "/config.json"));
+    weights = read_file(test_data("llama") + "/model.safetensors");
+    ASSERT_GT(weights.size(), 1000u);
+  }
+  void write(const std::string& name, const std::string& contents) {
+    auto written = dir->write_file(name, contents);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+  }
+  CommandResult generate() {
+    return run_lockstep({"generate", "--model", dir->path(), "--tokens", "1,2,3", "--threads", "1"});
+  }
+  std::unique_ptr<TempDir> dir;
+  nlohmann::json config;
+  std::string weights;
+};
+
+TEST_F(CliModelErrorTest, IntactCopyLoads) {
+  write("config.json", config.dump());
+  write("model.safetensors", weights);
+  CommandResult result = generate();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+}
+
+TEST_F(CliModelErrorTest, MissingFolder) {
+  std::string missing = dir->file("no-such-model");
+  CommandResult result = run_lockstep({"generate", "--model", missing, "--tokens", "1"});
+  expect_one_line_error(result, "model folder '" + missing + "' does not exist");
+}
+
+TEST_F(CliModelErrorTest, FolderWithoutConfig) {
+  write("model.safetensors", weights);
+  expect_one_line_error(generate(), dir->file("config.json"));
+}
+
+TEST_F(CliModelErrorTest, UnknownArchitectureListsSupportedOnes) {
+  config["architectures"] = {"MambaForCausalLM"};
+  write("config.json", config.dump());
+  write("model.safetensors", weights);
+  CommandResult result = generate();
+  expect_one_line_error(result, "unsupported architecture 'MambaForCausalLM'");
+  expect_one_line_error(result, "supported: LlamaForCausalLM, Qwen3ForCausalLM");
+}
+
+TEST_F(CliModelErrorTest, TruncatedWeightsNameTheFile) {
+  write("config.json", config.dump());
+  write("model.safetensors", weights.substr(0, weights.size() / 2));
+  expect_one_line_error(generate(), dir->file("model.safetensors") + ":");
+}
+
+TEST_F(CliModelErrorTest, HiddenSizeDisagreeingWithWeightsNamesTheTensor) {
+  config["hidden_size"] = 96;
+  write("config.json", config.dump());
+  write("model.safetensors", weights);
+  expect_one_line_error(generate(), "tensor 'model.embed_tokens.weight' has shape [512, 128], expected [512, 96]");
+}
+
+}  // namespace
+}  // namespace lockstep
