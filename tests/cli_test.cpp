@@ -97,7 +97,7 @@ TEST_P(CliFixtureTest, GreedyIdsMatchReferenceUpToFirstNearTie) {
   for (size_t index : {1u, 3u}) {
     const FixtureCase& c = cases[index];
     CommandResult result = run_lockstep({"generate", "--model", model_dir(), "--tokens", token_list(c.ids),
-                                         "--max-tokens", "24", "--ids", "--threads", "1"});
+                                         "--max-tokens", "24", "--ids", "--ignore-eos", "--threads", "1"});
     EXPECT_EQ(result.err, "") << "greedy decoding prints no seed";
     std::vector<int32_t> ids = output_ids(result);
     ASSERT_EQ(ids.size(), 24u) << result.out;
@@ -107,7 +107,7 @@ TEST_P(CliFixtureTest, GreedyIdsMatchReferenceUpToFirstNearTie) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cli, CliFixtureTest, ::testing::Values("llama", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Cli, CliFixtureTest, ::testing::Values("llama", "qwen3", "nemotron_h", "nemotron_h_moe"),
                          [](const auto& info) { return info.param; });
 
 std::vector<std::string> sampling_args(const std::vector<std::string>& extra) {

@@ -20,6 +20,7 @@ struct GenerateFlags {
   uint64_t seed = 0;
   bool seed_given = false;
   bool ids = false;
+  bool ignore_eos = false;
   int64_t chunk = 256;
 };
 
@@ -29,6 +30,7 @@ int run_generate(const GenerateFlags& flags) {
   GenerateRequest request;
   request.prompt = *prompt;
   request.max_tokens = flags.max_tokens;
+  request.ignore_eos = flags.ignore_eos;
   request.sampling = {flags.temperature, flags.top_k, flags.top_p, flags.min_p,
                       flags.seed_given ? flags.seed : fresh_seed()};
   Status valid = validate(request.sampling);
@@ -63,10 +65,12 @@ Command add_generate_command(CLI::App& app) {
   command->add_option("--top-p", flags->top_p, "nucleus mass (1: off)");
   command->add_option("--min-p", flags->min_p, "drop ids below min_p times the top probability (0: off)");
   command->add_option("--seed", flags->seed, "sampling seed (default: a fresh one, printed to stderr)")
+      ->check(CLI::NonNegativeNumber)
       ->each([flags](const std::string&) { flags->seed_given = true; });
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (changes numerics)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
   command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line");
+  command->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence ids");
   return {command, [flags] { return run_generate(*flags); }};
 }
 

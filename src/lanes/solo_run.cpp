@@ -9,7 +9,10 @@ namespace lockstep {
 SoloRun::SoloRun(Model& model, int64_t chunk_size)
     : model_(model),
       chunk_size_(std::min(chunk_size, model.info().max_rows)),
-      pages_(model.info().kv_pages, model.info().page_size) {}
+      pages_(model.info().kv_pages, model.info().page_size),
+      slots_(model.info().state_slots) {
+  if (model.info().state_slots > 0) slot_ = *slots_.acquire();
+}
 
 Status SoloRun::check_prompt(const std::vector<int32_t>& prompt) const {
   const ModelInfo& info = model_.info();
@@ -29,6 +32,7 @@ Status SoloRun::run_rows(const std::vector<int32_t>& tokens, int64_t begin, int6
   if (!pages_.grow(table_, end)) return make_error("the KV cache has too few free pages for this sequence");
   batch_.clear();
   batch_.seq_pages.push_back(&table_);
+  if (model_.info().state_slots > 0) batch_.seq_slots.push_back(slot_);
   for (int64_t p = begin; p < end; ++p) {
     batch_.tokens.push_back(tokens[size_t(p)]);
     batch_.positions.push_back(int32_t(p));
@@ -61,7 +65,7 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
     result.tokens.push_back(id);
     tokens.push_back(id);
     if (on_token) on_token(id);
-    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) != info.eos_ids.end()) {
+    if (!request.ignore_eos && std::find(info.eos_ids.begin(), info.eos_ids.end(), id) != info.eos_ids.end()) {
       result.finish = FinishReason::stop;
       break;
     }

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "memory/kv_pages.h"
+#include "memory/state_slots.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
@@ -17,6 +18,7 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;
   SamplingParams sampling;
+  bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
 };
 
 enum class FinishReason { length, stop, context };
@@ -49,6 +51,8 @@ class SoloRun {
   int64_t chunk_size_;
   KvPagePool pages_;
   PageTable table_;
+  StateSlotPool slots_;
+  int32_t slot_ = 0;
   ForwardBatch batch_;
 };
 

@@ -20,6 +20,7 @@ struct ModelOptions {
   int64_t max_context = 0;   // 0: the config's max_position_embeddings
   int32_t page_size = 16;    // positions per KV page, a power of two dividing kAttentionSplit
   int32_t kv_pages = 0;      // 0: enough for one sequence of max_context
+  int32_t state_slots = 1;   // recurrent-state slots, for models that keep such state
 };
 
 using ModelFactory = Expected<std::unique_ptr<Model>> (*)(const nlohmann::json& config, const WeightSource& weights,

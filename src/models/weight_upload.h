@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "io/checkpoint.h"
@@ -16,5 +17,11 @@ enum class WeightUse {
 // Reads `name`, checks its shape, converts it for `use` and uploads it.
 [[nodiscard]] Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,
                                                   const Shape& shape, WeightUse use);
+
+// Uploads same-shaped tensors `names` as one stacked tensor [names.size(), shape...] (MoE
+// experts). The stored dtype of the first decides the stack's, as in upload_weight.
+[[nodiscard]] Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backend,
+                                                   const std::vector<std::string>& names, const Shape& shape,
+                                                   WeightUse use);
 
 }  // namespace lockstep

@@ -1,0 +1,201 @@
+#include "models/nemotron_h/nemotron_model.h"
+
+#include <algorithm>
+
+#include "models/weight_upload.h"
+
+namespace lockstep::nemotron_h {
+
+namespace {
+
+const bool registered = register_family({"nemotron_h", {"NemotronHForCausalLM"}, &NemotronModel::create});
+
+Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
+
+}  // namespace
+
+Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& json, const WeightSource& weights,
+                                                       Backend& backend, const ModelOptions& options) {
+  (void)registered;
+  auto config = parse_nemotron_config(json);
+  if (!config.ok()) return config.error();
+  std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
+  Status loaded = model->load_weights(weights);
+  if (!loaded.ok()) return loaded.error();
+  model->allocate(options);
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+Status NemotronModel::load_weights(const WeightSource& weights) {
+  const NemotronConfig& c = config_;
+  auto embed = upload_weight(weights, backend_, "backbone.embeddings.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+  if (!embed.ok()) return embed.error();
+  embed_ = std::move(*embed);
+  auto norm = upload_weight(weights, backend_, "backbone.norm_f.weight", {c.hidden}, WeightUse::vector);
+  if (!norm.ok()) return norm.error();
+  final_norm_ = std::move(*norm);
+  if (!c.tied_embeddings) {
+    auto head = upload_weight(weights, backend_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+    if (!head.ok()) return head.error();
+    lm_head_ = std::move(*head);
+  }
+  layers_.resize(c.layers.size());
+  for (size_t i = 0; i < c.layers.size(); ++i) LOCKSTEP_TRY(load_layer(weights, int64_t(i), layers_[i]));
+  return Status::success();
+}
+
+Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, NemotronLayer& layer) {
+  const NemotronConfig& c = config_;
+  const std::string p = "backbone.layers." + std::to_string(index) + ".";
+  Status status;
+  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
+    if (!status.ok()) return;
+    auto tensor = upload_weight(weights, backend_, p + name, shape, use);
+    if (tensor.ok()) into = std::move(*tensor);
+    else status = tensor.error();
+  };
+  auto load_mlp = [&](MlpWeights& mlp, const std::string& prefix, int64_t inner) {
+    load(mlp.up, prefix + "up_proj.weight", {inner, c.hidden}, WeightUse::matrix);
+    load(mlp.down, prefix + "down_proj.weight", {c.hidden, inner}, WeightUse::matrix);
+    if (c.mlp_bias) {
+      load(mlp.up_bias, prefix + "up_proj.bias", {inner}, WeightUse::vector);
+      load(mlp.down_bias, prefix + "down_proj.bias", {c.hidden}, WeightUse::vector);
+    }
+  };
+  layer.kind = c.layers[size_t(index)];
+  load(layer.norm, "norm.weight", {c.hidden}, WeightUse::vector);
+  switch (layer.kind) {
+    case LayerKind::mamba: {
+      MambaWeights& m = layer.mamba;
+      const int64_t projection = c.mamba_inner() + c.conv_dim() + c.mamba_heads;
+      load(m.in_proj, "mixer.in_proj.weight", {projection, c.hidden}, WeightUse::matrix);
+      if (c.proj_bias) load(m.in_bias, "mixer.in_proj.bias", {projection}, WeightUse::vector);
+      load(m.conv_weight, "mixer.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, WeightUse::vector);
+      if (c.conv_bias) load(m.conv_bias, "mixer.conv1d.bias", {c.conv_dim()}, WeightUse::vector);
+      load(m.a_log, "mixer.A_log", {c.mamba_heads}, WeightUse::vector);
+      load(m.d, "mixer.D", {c.mamba_heads}, WeightUse::vector);
+      load(m.dt_bias, "mixer.dt_bias", {c.mamba_heads}, WeightUse::vector);
+      load(m.norm, "mixer.norm.weight", {c.mamba_inner()}, WeightUse::vector);
+      load(m.out_proj, "mixer.out_proj.weight", {c.hidden, c.mamba_inner()}, WeightUse::matrix);
+      if (c.proj_bias) load(m.out_bias, "mixer.out_proj.bias", {c.hidden}, WeightUse::vector);
+      break;
+    }
+    case LayerKind::attention: {
+      AttentionWeights& a = layer.attention;
+      load(a.wq, "mixer.q_proj.weight", {c.heads * c.head_dim, c.hidden}, WeightUse::matrix);
+      load(a.wk, "mixer.k_proj.weight", {c.kv_heads * c.head_dim, c.hidden}, WeightUse::matrix);
+      load(a.wv, "mixer.v_proj.weight", {c.kv_heads * c.head_dim, c.hidden}, WeightUse::matrix);
+      load(a.wo, "mixer.o_proj.weight", {c.hidden, c.heads * c.head_dim}, WeightUse::matrix);
+      break;
+    }
+    case LayerKind::mlp:
+      load_mlp(layer.mlp, "mixer.", c.intermediate);
+      break;
+    case LayerKind::moe: {
+      MoeWeights& moe = layer.moe;
+      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::vector);
+      load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
+      std::vector<std::string> ups, downs;
+      for (int64_t e = 0; e < c.experts; ++e) {
+        ups.push_back(p + "mixer.experts." + std::to_string(e) + ".up_proj.weight");
+        downs.push_back(p + "mixer.experts." + std::to_string(e) + ".down_proj.weight");
+      }
+      if (status.ok()) {
+        auto up = upload_stacked(weights, backend_, ups, {c.expert_inner, c.hidden}, WeightUse::matrix);
+        auto down = upload_stacked(weights, backend_, downs, {c.hidden, c.expert_inner}, WeightUse::matrix);
+        if (!up.ok()) return up.error();
+        if (!down.ok()) return down.error();
+        moe.up = std::move(*up);
+        moe.down = std::move(*down);
+      }
+      load_mlp(moe.shared, "mixer.shared_experts.", c.shared_inner);
+      break;
+    }
+  }
+  return status;
+}
+
+void NemotronModel::allocate(const ModelOptions& options) {
+  const NemotronConfig& c = config_;
+  info_.architecture = "NemotronHForCausalLM";
+  info_.vocab_size = c.vocab;
+  info_.page_size = options.page_size;
+  int64_t context = options.max_context > 0 ? options.max_context : c.max_positions;
+  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  info_.max_context = max_pages * options.page_size;
+  info_.max_rows = options.max_rows;
+  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
+  info_.state_slots = std::max<int32_t>(1, options.state_slots);
+
+  for (NemotronLayer& layer : layers_) {
+    if (layer.kind == LayerKind::attention) {
+      Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};
+      layer.attention.k_cache = backend_.alloc(DType::f32, cache);
+      layer.attention.v_cache = backend_.alloc(DType::f32, cache);
+    }
+    if (layer.kind == LayerKind::mamba) {
+      layer.mamba.conv_state = backend_.alloc(DType::f32, {info_.state_slots, c.conv_dim(), c.conv_kernel - 1});
+      layer.mamba.ssm_state =
+          backend_.alloc(DType::f32, {info_.state_slots, c.mamba_heads, c.mamba_head_dim, c.state_size});
+    }
+  }
+  const int64_t rows = options.max_rows;
+  inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
+  for (OwnedTensor* t : {&x_, &h_, &out_, &routed_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
+  logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
+  if (c.count(LayerKind::mamba) > 0) {
+    z_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
+    xbc_ = backend_.alloc(DType::f32, {rows, c.conv_dim()});
+    xbc_act_ = backend_.alloc(DType::f32, {rows, c.conv_dim()});
+    dt_ = backend_.alloc(DType::f32, {rows, c.mamba_heads});
+    xs_ = backend_.alloc(DType::f32, {rows, c.mamba_heads, c.mamba_head_dim});
+    b_ = backend_.alloc(DType::f32, {rows, c.groups, c.state_size});
+    c_ = backend_.alloc(DType::f32, {rows, c.groups, c.state_size});
+    y_ = backend_.alloc(DType::f32, {rows, c.mamba_heads, c.mamba_head_dim});
+    y_norm_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
+  }
+  if (c.count(LayerKind::attention) > 0) {
+    q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
+    attn_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
+    k_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
+    v_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
+  }
+  int64_t inner = std::max({c.intermediate, c.shared_inner, int64_t(1)});
+  inner_ = backend_.alloc(DType::f32, {rows, inner});
+  if (c.count(LayerKind::moe) > 0) {
+    router_logits_ = backend_.alloc(DType::f32, {rows, c.experts});
+    expert_ids_ = backend_.alloc(DType::i32, {rows, c.top_k});
+    expert_weights_ = backend_.alloc(DType::f32, {rows, c.top_k});
+  }
+}
+
+Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
+  LOCKSTEP_TRY(check_batch(batch));
+  const int64_t n = int64_t(batch.tokens.size());
+  const int64_t n_out = int64_t(batch.logit_rows.size());
+  inputs_.upload(backend_, batch);
+
+  Tensor x = rows_of(x_, n);  // [n, hidden]
+  Tensor h = rows_of(h_, n);  // [n, hidden]
+  Tensor out = rows_of(out_, n);  // [n, hidden]
+  backend_.embed(embed_, inputs_.ids(), x);
+  for (NemotronLayer& layer : layers_) {
+    backend_.rms_norm(x, layer.norm, float(config_.eps), h);
+    switch (layer.kind) {
+      case LayerKind::mamba: mamba_mixer(layer.mamba, n); break;
+      case LayerKind::attention: attention_mixer(layer.attention, n); break;
+      case LayerKind::mlp: mlp_mixer(layer.mlp, n, out); break;
+      case LayerKind::moe: moe_mixer(layer.moe, n); break;
+    }
+    backend_.add(x, out, x);
+  }
+  Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
+  Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
+  if (n_out == 0) return logits;
+  backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
+  backend_.rms_norm(picked, final_norm_, float(config_.eps), picked);
+  backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  return logits;
+}
+
+}  // namespace lockstep::nemotron_h

@@ -1,0 +1,89 @@
+// Nemotron-H: a stack of pre-RMSNorm residual blocks, each with one mixer: Mamba2 (M),
+// attention without positional encoding (*), a relu2 MLP (-) or a mixture of relu2 experts
+// with one shared expert (E).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "models/batch_inputs.h"
+#include "models/model.h"
+#include "models/nemotron_h/nemotron_config.h"
+#include "models/registry.h"
+
+namespace lockstep::nemotron_h {
+
+struct MambaWeights {
+  OwnedTensor in_proj;          // [inner + conv_dim + heads, hidden]: z, then xBC, then dt
+  OwnedTensor in_bias;          // [inner + conv_dim + heads], when use_bias
+  OwnedTensor conv_weight;      // [conv_dim, kernel]
+  OwnedTensor conv_bias;        // [conv_dim], when use_conv_bias
+  OwnedTensor a_log, d, dt_bias;  // [heads]
+  OwnedTensor norm;             // [inner]: the gated grouped RMSNorm
+  OwnedTensor out_proj;         // [hidden, inner]
+  OwnedTensor out_bias;         // [hidden], when use_bias
+  OwnedTensor conv_state;       // [slots, conv_dim, kernel - 1]
+  OwnedTensor ssm_state;        // [slots, heads, head_dim, state_size], f32
+};
+
+struct AttentionWeights {
+  OwnedTensor wq, wk, wv, wo;   // [heads*head_dim, hidden], [kv_dim, hidden] x2, [hidden, heads*head_dim]
+  OwnedTensor k_cache, v_cache; // [kv_pages, kv_heads, page_size, head_dim]
+};
+
+struct MlpWeights {
+  OwnedTensor up, down;         // [inner, hidden], [hidden, inner]
+  OwnedTensor up_bias, down_bias;
+};
+
+struct MoeWeights {
+  OwnedTensor router;           // [experts, hidden], always f32
+  OwnedTensor correction_bias;  // [experts]
+  OwnedTensor up, down;         // [experts, inner, hidden], [experts, hidden, inner]
+  MlpWeights shared;            // the shared expert
+};
+
+struct NemotronLayer {
+  LayerKind kind;
+  OwnedTensor norm;  // [hidden]
+  MambaWeights mamba;
+  AttentionWeights attention;
+  MlpWeights mlp;
+  MoeWeights moe;
+};
+
+class NemotronModel final : public Model {
+ public:
+  static Expected<std::unique_ptr<Model>> create(const nlohmann::json& json, const WeightSource& weights,
+                                                 Backend& backend, const ModelOptions& options);
+  Backend& backend() override { return backend_; }
+  Expected<Tensor> forward(const ForwardBatch& batch) override;
+
+ private:
+  NemotronModel(const NemotronConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  Status load_weights(const WeightSource& weights);
+  Status load_layer(const WeightSource& weights, int64_t index, NemotronLayer& layer);
+  void allocate(const ModelOptions& options);
+
+  // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]).
+  void mamba_mixer(MambaWeights& m, int64_t n);
+  void attention_mixer(AttentionWeights& a, int64_t n);
+  void mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& out);
+  void moe_mixer(MoeWeights& moe, int64_t n);
+
+  NemotronConfig config_;
+  Backend& backend_;
+  OwnedTensor embed_, final_norm_, lm_head_;
+  std::vector<NemotronLayer> layers_;
+  BatchInputs inputs_;
+  // Activations, sized for max_rows. f32.
+  OwnedTensor x_, h_, out_, routed_;
+  OwnedTensor z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
+  OwnedTensor q_, k_, v_, attn_;
+  OwnedTensor inner_;
+  OwnedTensor router_logits_, expert_ids_, expert_weights_;
+  OwnedTensor picked_, logits_;
+};
+
+}  // namespace lockstep::nemotron_h
