@@ -15,6 +15,8 @@ void add_model_flags(CLI::App& command, ModelFlags& flags) {
   command.add_option("--threads", flags.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
   command.add_option("--context", flags.context, "positions a sequence may use (0: the model's maximum)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  command.add_flag("--dummy-weights", flags.dummy_weights,
+                   "random weights from config.json alone (fixed seed), for benchmarking without a checkpoint");
 }
 
 Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows) {
@@ -23,7 +25,8 @@ Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows) {
   ModelOptions options;
   options.max_rows = max_rows;
   options.max_context = flags.context;
-  auto model = load_model(flags.model_dir, *loaded.backend, options);
+  auto model = load_model(flags.model_dir, *loaded.backend, options,
+                          flags.dummy_weights ? WeightChoice::dummy : WeightChoice::checkpoint);
   if (!model.ok()) return model.error();
   loaded.model = std::move(*model);
   return loaded;

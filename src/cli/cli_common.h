@@ -17,6 +17,7 @@ struct ModelFlags {
   std::string backend = "cpu";
   int threads = 0;
   int64_t context = 0;
+  bool dummy_weights = false;
 };
 
 // Adds --model, --backend, --threads and --context to a subcommand.

@@ -31,7 +31,7 @@ class WeightSource {
 
   // find(), then checks the dtype is f32, bf16 or f16 and the shape equals `expected`;
   // errors name the file, the tensor, and the expected and actual dtype or shape.
-  [[nodiscard]] Expected<TensorInfo> get(const std::string& name, const Shape& expected) const;
+  [[nodiscard]] virtual Expected<TensorInfo> get(const std::string& name, const Shape& expected) const;
 };
 
 // A Hugging Face model folder: model.safetensors, or model.safetensors.index.json

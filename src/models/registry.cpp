@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "io/dummy_weights.h"
 #include "io/json_file.h"
 
 namespace lockstep {
@@ -61,15 +62,22 @@ Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, cons
   return make_error("unsupported architecture '" + architecture + "' in config.json; supported: " + supported);
 }
 
-Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options) {
+Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options,
+                                            WeightChoice choice) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
   auto config = read_json_file((fs::path(dir) / "config.json").string());
   if (!config.ok()) return config.error();
-  auto weights = Checkpoint::open(dir);
-  if (!weights.ok()) return weights.error();
-  auto model = create_model(*config, **weights, backend, options);
-  if (!model.ok()) return make_error(dir + ": " + model.error().message);
+  std::unique_ptr<WeightSource> weights;
+  if (choice == WeightChoice::dummy) {
+    weights = std::make_unique<DummyWeights>();
+  } else {
+    auto checkpoint = Checkpoint::open(dir);
+    if (!checkpoint.ok()) return checkpoint.error();
+    weights = std::move(*checkpoint);
+  }
+  auto model = create_model(*config, *weights, backend, options);
+  if (!model.ok()) return model.error();
   fs::path generation = fs::path(dir) / "generation_config.json";
   if (fs::exists(generation)) {
     auto generation_config = read_json_file(generation.string());

@@ -39,9 +39,15 @@ const std::vector<Family>& registered_families();
 // Builds a model from a parsed config.json and its weights.
 [[nodiscard]] Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, const WeightSource& weights,
                                                             Backend& backend, const ModelOptions& options);
-// Loads a Hugging Face model folder: config.json, the safetensors weights, and the end ids of
-// generation_config.json when present.
+enum class WeightChoice {
+  checkpoint,  // the folder's safetensors
+  dummy,       // random weights from config.json alone (DummyWeights), for benchmarks
+};
+
+// Loads a Hugging Face model folder: config.json, the safetensors weights (or dummy ones),
+// and the end ids of generation_config.json when present.
 [[nodiscard]] Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend,
-                                                          const ModelOptions& options);
+                                                          const ModelOptions& options,
+                                                          WeightChoice weights = WeightChoice::checkpoint);
 
 }  // namespace lockstep
