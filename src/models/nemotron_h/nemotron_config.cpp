@@ -81,13 +81,13 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
   boolean(c.tied_embeddings, "tie_word_embeddings", false);
   integer(c.heads, "num_attention_heads", 0, has_attention);
   integer(c.kv_heads, "num_key_value_heads", c.heads, false);
-  integer(c.head_dim, "head_dim", c.heads ? c.hidden / c.heads : 0, false);
+  integer(c.head_dim, present(json, {"head_dim", "attention_head_dim"}), c.heads ? c.hidden / c.heads : 0, false);
   integer(c.intermediate, "intermediate_size", 0, has_mlp);
   boolean(c.mlp_bias, "mlp_bias", false);
   integer(c.mamba_heads, "mamba_num_heads", 0, has_mamba);
   integer(c.mamba_head_dim, "mamba_head_dim", 0, has_mamba);
   integer(c.state_size, "ssm_state_size", 0, has_mamba);
-  integer(c.groups, present(json, {"n_groups", "mamba_n_groups"}), 1, false);
+  integer(c.groups, present(json, {"n_groups", "mamba_n_groups", "mamba_num_groups"}), 1, false);
   integer(c.conv_kernel, present(json, {"conv_kernel", "mamba_d_conv"}), 4, false);
   integer(c.chunk_size, present(json, {"chunk_size", "mamba_chunk_size"}), 128, false);
   boolean(c.conv_bias, present(json, {"use_conv_bias", "mamba_conv_bias"}), true);
