@@ -4,7 +4,7 @@
 
 namespace lockstep {
 
-Status Model::check_batch(const ForwardBatch& batch) const {
+Status Model::check_batch(const ForwardBatch& batch) {
   const size_t n = batch.tokens.size();
   if (n == 0) return make_error("a forward pass needs at least one row");
   if (int64_t(n) > info_.max_rows)
@@ -28,7 +28,8 @@ Status Model::check_batch(const ForwardBatch& batch) const {
       return make_error("a sequence's page table does not reach position " + std::to_string(batch.positions[r]));
   }
   // Each sequence's rows: one contiguous run at consecutive positions.
-  std::vector<bool> seen(batch.seq_pages.size(), false);
+  std::vector<bool>& seen = seen_sequences_;
+  seen.assign(batch.seq_pages.size(), false);
   for (size_t r = 0; r < n; ++r) {
     int32_t seq = batch.row_seq[r];
     bool continues = r > 0 && batch.row_seq[r - 1] == seq;

@@ -61,7 +61,10 @@ class Model {
  protected:
   ModelInfo info_;
   // Checks a batch against info_ before anything is uploaded.
-  [[nodiscard]] Status check_batch(const ForwardBatch& batch) const;
+  [[nodiscard]] Status check_batch(const ForwardBatch& batch);
+
+ private:
+  std::vector<bool> seen_sequences_;  // check_batch's scratch, kept to avoid allocating per pass
 };
 
 }  // namespace lockstep
