@@ -19,6 +19,7 @@
 #include "bandwidth.h"
 #include "io/checkpoint.h"
 #include "lanes/solo_run.h"
+#include "machine_load.h"
 #include "models/registry.h"
 #include "random_fill.h"
 #include "timing.h"
@@ -199,6 +200,7 @@ int run(const Options& options) {
   }
   std::printf("random weights built and loaded in %.1f s\n", seconds_since(build_start));
 
+  CpuSample cpu_before = sample_cpu();
   ReadBandwidth bandwidth = measure_read_bandwidth(backend.pool(), size_t(1) << 30, options.quick ? 3 : 5);
   std::printf("read bandwidth: %.1f GB/s best, %.1f GB/s median (1 GiB f32 sum, all threads; checksum %.0f)\n",
               bandwidth.best_gb_per_s, bandwidth.median_gb_per_s, bandwidth.checksum);
@@ -208,6 +210,7 @@ int run(const Options& options) {
   // A short warm-up run first touches the KV pages and activation buffers.
   auto warmup = time_generate(run, synthetic_prompt(4, shape.vocab), 2);
   auto timing = warmup.ok() ? time_generate(run, prompt, options.tokens) : warmup;
+  CpuSample cpu_after = sample_cpu();
   if (!timing.ok()) {
     std::fprintf(stderr, "decode_bench: %s\n", timing.error().message.c_str());
     return 1;
@@ -236,6 +239,7 @@ int run(const Options& options) {
     std::printf("note: the weights (%.0f MB) are not much larger than the %.0f MB L3 cache, so part of each step\n"
                 "reads from cache and the bound does not hold.\n",
                 weight_bytes / 1e6, double(l3_bytes) / 1e6);
+  print_foreign_load(cpu_before, cpu_after);
   return 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "bandwidth.h"
+#include "machine_load.h"
 #include "random_fill.h"
 #include "timing.h"
 
@@ -64,16 +65,29 @@ bool parse_options(int argc, char** argv, Options& options) {
   return true;
 }
 
-// The median time of one empty parallel_for that wakes every thread: the fixed cost each
-// backend op pays before any work.
-double pool_dispatch_seconds(ThreadPool& pool) {
-  std::vector<double> samples;
-  for (int i = 0; i < 2000; ++i) {
+// Fixed costs each backend op pays before any work: the median time of an empty parallel_for
+// that wakes every thread, issued back to back, and issued after the workers have gone to sleep
+// (as they do while the caller runs single-threaded work between ops).
+struct DispatchCost {
+  double back_to_back_s;
+  double after_sleep_s;
+};
+
+DispatchCost pool_dispatch_cost(ThreadPool& pool) {
+  auto empty_loop_seconds = [&pool] {
     Clock::time_point start = Clock::now();
     pool.parallel_for(pool.size(), 1, [](int64_t, int64_t) {});
-    samples.push_back(seconds_since(start));
+    return seconds_since(start);
+  };
+  std::vector<double> back_to_back, after_sleep;
+  for (int i = 0; i < 2000; ++i) back_to_back.push_back(empty_loop_seconds());
+  for (int i = 0; i < 500; ++i) {
+    Clock::time_point idle_start = Clock::now();
+    while (seconds_since(idle_start) < 200e-6) {
+    }
+    after_sleep.push_back(empty_loop_seconds());
   }
-  return median(samples);
+  return {median(back_to_back), median(after_sleep)};
 }
 
 // Times matmuls of `matmul_case`, the weight taken in turn from `copies` consecutive copies in
@@ -111,7 +125,10 @@ int run(const Options& options) {
   const double budget_s = options.quick ? 0.08 : 0.8;
   std::printf("matmul_bench: isa %s, %d threads%s%s\n", backend.isa(), backend.pool().size(),
               options.quick ? ", quick" : "", options.hot ? ", hot (one weight copy, cache-resident)" : "");
-  std::printf("thread pool: empty parallel_for %.1f us (median of 2000)\n", pool_dispatch_seconds(backend.pool()) * 1e6);
+  CpuSample cpu_before = sample_cpu();
+  DispatchCost dispatch = pool_dispatch_cost(backend.pool());
+  std::printf("thread pool dispatch (empty parallel_for, median): %.1f us back to back, %.1f us after 200 us idle\n",
+              dispatch.back_to_back_s * 1e6, dispatch.after_sleep_s * 1e6);
 
   ReadBandwidth bandwidth = measure_read_bandwidth(backend.pool(), size_t(1) << 30, options.quick ? 3 : 5);
   std::printf("read bandwidth: %.1f GB/s best, %.1f GB/s median (1 GiB f32 sum, all threads; checksum %.0f)\n\n",
@@ -131,18 +148,19 @@ int run(const Options& options) {
     for (int64_t rows : {1, 2, 4, 8, 16, 32}) cases.push_back({DType::bf16, m, k, rows});
   cases.push_back({DType::f32, 4096, 4096, 1});
 
-  std::printf("%-20s %4s %6s %10s %10s %8s %9s\n", "weight [m, k]", "rows", "calls", "ms/call", "weight GB/s",
+  std::printf("%-20s %4s %6s %9s %12s %8s %9s\n", "weight [m, k]", "rows", "calls", "ms/call", "weight GB/s",
               "% of BW", "GFLOP/s");
   for (const MatmulCase& c : cases) {
     CaseResult result = time_case(backend, c, arena, x, out, options.hot, budget_s);
     double weight_bytes = double(c.m) * double(c.k) * double(dtype_size(c.dtype));
     double gb_per_s = weight_bytes / result.seconds_per_call / 1e9;
     double gflop_per_s = 2.0 * double(c.rows) * double(c.m) * double(c.k) / result.seconds_per_call / 1e9;
-    std::printf("%-20s %4lld %6d %10.3f %10.1f %7.0f%% %9.1f\n", shape_label(c).c_str(), (long long)c.rows,
+    std::printf("%-20s %4lld %6d %9.3f %12.1f %7.0f%% %9.1f\n", shape_label(c).c_str(), (long long)c.rows,
                 result.calls, result.seconds_per_call * 1e3, gb_per_s, 100.0 * gb_per_s / bandwidth.best_gb_per_s,
                 gflop_per_s);
   }
   std::printf("\nweight GB/s counts weight bytes only (x and out stay in cache); %% of BW is against the best pass.\n");
+  print_foreign_load(cpu_before, sample_cpu());
   return 0;
 }
 

@@ -92,19 +92,18 @@ TEST_P(MoeOps, RouteMatchesReference) {
 }
 
 TEST_P(MoeOps, RouteBreaksTiesToTheLowerGroupAndExpert) {
-  // All scores 0.5. Row 0's bias lifts experts 0, 3 and 4: groups 0, 1 and 2 tie on 1.1, so
-  // groups 0 and 1 are kept; there 0 and 3 tie on 0.6, then 1 and 2 on 0.5. Row 1: no bias
-  // anywhere, so the lowest groups and experts win.
-  const std::vector<float> logits(2 * 8, 0.0f);
+  // Every score 0.5; 8 experts in 4 groups of 2, keeping 2 groups and 3 experts. The first
+  // bias lifts experts 0, 3 and 4: groups 0, 1 and 2 tie on 1.1, so groups 0 and 1 are kept;
+  // there 0 and 3 tie on 0.6, then 1 and 2 on 0.5. With no bias the lowest ids win.
+  const std::vector<float> logits(8, 0.0f);
   const std::vector<std::vector<float>> biases = {{0.1f, 0, 0, 0.1f, 0.1f, 0, 0, 0}, std::vector<float>(8, 0.0f)};
   const std::vector<std::vector<int32_t>> expected = {{0, 3, 1}, {0, 1, 2}};
   const MoeRouting routing{4, 2, true, 1.0f};
-  for (size_t row = 0; row < 2; ++row) {
-    auto [ids, weights] = route(logits, biases[row], 3, routing);
-    std::vector<int32_t> row_ids(ids.begin() + int64_t(row) * 3, ids.begin() + int64_t(row + 1) * 3);
-    EXPECT_EQ(row_ids, expected[row]) << "row " << row;
-    EXPECT_EQ(reference_route(logits.data(), biases[row], 3, routing).ids, expected[row]) << "reference, row " << row;
-    for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(weights[size_t(int64_t(row) * 3 + j)], 1.0 / 3, 1e-7);
+  for (size_t i = 0; i < biases.size(); ++i) {
+    auto [ids, weights] = route(logits, biases[i], 3, routing);
+    EXPECT_EQ(ids, expected[i]) << "bias " << i;
+    EXPECT_EQ(reference_route(logits.data(), biases[i], 3, routing).ids, expected[i]) << "reference, bias " << i;
+    for (float w : weights) EXPECT_NEAR(w, 1.0 / 3, 1e-7) << "bias " << i;
   }
 }
 

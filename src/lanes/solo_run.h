@@ -1,5 +1,5 @@
 // One stream run alone: fill the prompt chunk by chunk, then decode one token a round. The
-// CLI's generate and logits use it; the lane host (later) runs many streams the same way.
+// CLI's logits and the tests' alone runs use it; the lane host runs many streams the same way.
 #pragma once
 
 #include <cstdint>
@@ -7,26 +7,13 @@
 #include <vector>
 
 #include "base/status.h"
+#include "lanes/request.h"
 #include "memory/kv_pages.h"
 #include "memory/state_slots.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
 namespace lockstep {
-
-struct GenerateRequest {
-  std::vector<int32_t> prompt;
-  int64_t max_tokens = 16;
-  SamplingParams sampling;
-  bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
-};
-
-enum class FinishReason { length, stop, context };
-
-struct GenerateResult {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::length;
-};
 
 class SoloRun {
  public:

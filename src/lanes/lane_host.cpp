@@ -1,0 +1,148 @@
+#include "lanes/lane_host.h"
+
+#include <algorithm>
+
+namespace lockstep {
+
+void StreamHandle::cancel() const {
+  if (!control_) return;
+  control_->cancelled.store(true);
+  if (host_) host_->wake();
+}
+
+LaneHost::LaneHost(Model& model, LaneSettings settings)
+    : model_(model),
+      settings_(settings),
+      memory_(model.info().kv_pages, model.info().page_size, model.info().state_slots),
+      sampler_(int(model.info().vocab_size)) {
+  settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, model.info().max_rows));
+  int32_t slots = model.info().state_slots;
+  settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(model.info().max_rows)));
+  if (slots > 0) settings_.max_streams = std::min(settings_.max_streams, slots);
+}
+
+LaneHost::~LaneHost() { stop(); }
+
+LaneHost::Submitted LaneHost::submit(GenerateRequest request, StreamEvents events) {
+  const ModelInfo& info = model_.info();
+  if (Status ok = check_request(info, request); !ok.ok()) return {std::nullopt, SubmitError{SubmitError::Kind::invalid, ok.message()}};
+  if (!memory_.fits_ever(stream_length_bound(info, request)))
+    return {std::nullopt, SubmitError{SubmitError::Kind::invalid,
+                                      "the prompt plus max_tokens needs more KV pages than the server has"}};
+  auto stream = std::make_unique<Stream>();
+  stream->request = std::move(request);
+  stream->events = std::move(events);
+  stream->control = std::make_shared<StreamControl>();
+  std::lock_guard lock(mutex_);
+  if (stats_.queued >= settings_.max_queue)
+    return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the queue is full; retry later"}};
+  stream->id = next_id_++;
+  StreamHandle handle(stream->id, stream->control, this);
+  incoming_.push_back(std::move(stream));
+  ++stats_.queued;
+  woken_ = true;
+  wake_.notify_one();
+  return {handle, std::nullopt};
+}
+
+void LaneHost::wake() {
+  std::lock_guard lock(mutex_);
+  woken_ = true;
+  wake_.notify_one();
+}
+
+LaneStats LaneHost::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void LaneHost::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { run_loop(); });
+}
+
+void LaneHost::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  take_submissions();
+  for (auto& stream : queued_) stream->control->cancelled.store(true);
+  for (auto& stream : active_) stream->control->cancelled.store(true);
+  drop_cancelled();
+}
+
+void LaneHost::run_loop() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    if (step()) continue;
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [&] { return woken_ || stopping_; });
+    woken_ = false;
+  }
+}
+
+bool LaneHost::step() {
+  take_submissions();
+  drop_cancelled();
+  admit();
+  Stream* filling = nullptr;
+  bool decoding = false;
+  for (auto& stream : active_) {
+    if (stream->phase == Phase::filling && !filling) filling = stream.get();
+    if (stream->phase == Phase::decoding) decoding = true;
+  }
+  if (decoding && (last_was_fill_ || !filling)) {
+    round();
+    last_was_fill_ = false;
+  } else if (filling) {
+    fill_step(*filling);
+    last_was_fill_ = true;
+  } else {
+    return false;
+  }
+  // Streams that ended during the step leave the active list.
+  active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
+  return true;
+}
+
+void LaneHost::take_submissions() {
+  std::lock_guard lock(mutex_);
+  while (!incoming_.empty()) {
+    queued_.push_back(std::move(incoming_.front()));
+    incoming_.pop_front();
+  }
+}
+
+void LaneHost::drop_cancelled() {
+  for (auto& stream : active_)
+    if (stream && stream->control->cancelled.load()) end(*stream, {StreamEnd::Kind::cancelled, {}, {}}), stream.reset();
+  active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
+  for (auto& stream : queued_)
+    if (stream->control->cancelled.load()) end(*stream, {StreamEnd::Kind::cancelled, {}, {}}), stream.reset();
+  queued_.erase(std::remove(queued_.begin(), queued_.end(), nullptr), queued_.end());
+}
+
+void LaneHost::admit() {
+  while (!queued_.empty() && int32_t(active_.size()) < settings_.max_streams) {
+    Stream& next = *queued_.front();
+    auto hold = memory_.admit(stream_length_bound(model_.info(), next.request));
+    if (!hold) break;  // first come, first served: later streams wait too
+    next.memory = std::move(*hold);
+    next.admitted = true;
+    next.tokens = next.request.prompt;
+    next.plan = fill_plan(0, int64_t(next.tokens.size()), settings_.chunk_size);
+    active_.push_back(std::move(queued_.front()));
+    queued_.pop_front();
+    std::lock_guard lock(mutex_);
+    --stats_.queued;
+    ++stats_.active;
+  }
+}
+
+}  // namespace lockstep

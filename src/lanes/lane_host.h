@@ -1,0 +1,172 @@
+// The lane host: one thread owns the model and decides what runs next, a fill step (one chunk
+// of one filling stream) or a round (one row of every decoding stream, in one forward pass).
+//
+// Policy: admit queued streams in arrival order while their memory fits; then, if a fill step
+// ran last and some stream is decoding, run a round; otherwise fill the oldest filling stream
+// by one chunk; otherwise run a round. Fills and rounds alternate while both have work, so a
+// decoding stream waits at most about one chunk and one round between tokens, and a long
+// prompt never stalls the others.
+//
+// Exactness: a stream's tokens never depend on the other streams. Every op is row-invariant,
+// the fill plan cuts at fixed positions (fill_plan), and each draw is keyed by (seed, position).
+//
+// Thread-safety: submit() and StreamHandle::cancel() may be called from any thread. Events are
+// delivered on the lane thread (or the thread calling step()), in order: tokens, then one end.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lanes/fill_plan.h"
+#include "lanes/request.h"
+#include "memory/stream_memory.h"
+#include "models/model.h"
+#include "sampling/sampler.h"
+
+namespace lockstep {
+
+struct LaneSettings {
+  int64_t chunk_size = 256;  // fill chunk in tokens; part of the numerics, keep it fixed
+  int32_t max_streams = 8;   // streams admitted at once (--parallel)
+  int32_t max_queue = 64;    // streams waiting for admission; past it submit() refuses
+};
+
+struct StreamEnd {
+  enum class Kind { finished, cancelled, failed } kind = Kind::finished;
+  FinishReason reason = FinishReason::length;  // when finished
+  std::string error;                           // when failed
+};
+
+struct StreamEvents {
+  std::function<void(int32_t id)> on_token;       // each generated id, in order
+  std::function<void(const StreamEnd&)> on_end;   // exactly once, last
+};
+
+// Shared between a stream and whoever may cancel it.
+struct StreamControl {
+  std::atomic<bool> cancelled{false};
+};
+
+class LaneHost;
+
+// A submitted stream. cancel() may be called any time, from any thread, any number of times.
+class StreamHandle {
+ public:
+  StreamHandle() = default;
+  StreamHandle(uint64_t id, std::shared_ptr<StreamControl> control, LaneHost* host)
+      : id_(id), control_(std::move(control)), host_(host) {}
+  uint64_t id() const { return id_; }
+  void cancel() const;
+
+ private:
+  uint64_t id_ = 0;
+  std::shared_ptr<StreamControl> control_;
+  LaneHost* host_ = nullptr;
+};
+
+// Why submit() refused: a request that can never run, or a full queue (retry later).
+struct SubmitError {
+  enum class Kind { invalid, busy } kind;
+  std::string message;
+};
+
+// Counters for metrics and tests. Read with LaneHost::stats().
+struct LaneStats {
+  uint64_t fill_steps = 0, rounds = 0, round_rows = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t finished = 0, cancelled = 0, failed = 0;
+  int64_t queued = 0, active = 0;
+};
+
+class LaneHost {
+ public:
+  LaneHost(Model& model, LaneSettings settings);
+  ~LaneHost();
+  LaneHost(const LaneHost&) = delete;
+  LaneHost& operator=(const LaneHost&) = delete;
+
+  const LaneSettings& settings() const { return settings_; }
+  const Model& model() const { return model_; }
+
+  // Queues a stream. Refuses at once (nothing queued) a request that is invalid or can never
+  // fit in memory, and a request that finds the queue full.
+  struct Submitted {
+    std::optional<StreamHandle> handle;
+    std::optional<SubmitError> error;
+  };
+  Submitted submit(GenerateRequest request, StreamEvents events);
+
+  // Runs the loop on a thread of its own until stop(). stop() cancels every stream (each gets
+  // its end event) and joins.
+  void start();
+  void stop();
+  // One iteration on the calling thread (only while not started): admit, then one fill step or
+  // one round. Returns false when there was nothing to do.
+  bool step();
+
+  LaneStats stats() const;
+  // Wakes the loop (a cancel, a submission).
+  void wake();
+
+ private:
+  enum class Phase { filling, decoding };
+  struct Stream {
+    uint64_t id;
+    GenerateRequest request;
+    StreamEvents events;
+    std::shared_ptr<StreamControl> control;
+    Phase phase = Phase::filling;
+    bool admitted = false;
+    StreamMemoryHold memory;
+    std::vector<FillChunk> plan;
+    size_t next_chunk = 0;
+    std::vector<int32_t> tokens;  // prompt, then generated ids
+    int64_t generated = 0;
+  };
+
+  void run_loop();
+  void take_submissions();
+  void drop_cancelled();
+  void admit();
+  void fill_step(Stream& stream);
+  void round();
+  // Samples the token at the stream's next position from `logits`, reports it, and ends the
+  // stream if it is done. Returns false when the stream ended.
+  bool accept_token(Stream& stream, const float* logits);
+  void end(Stream& stream, StreamEnd how);
+  void fail_all(const std::string& error);
+
+  Model& model_;
+  LaneSettings settings_;
+  StreamMemory memory_;
+  Sampler sampler_;
+  ForwardBatch batch_;
+  std::vector<float> logits_;
+  std::vector<Stream*> round_streams_;
+
+  // Shared with submitters: guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Stream>> incoming_;
+  bool stopping_ = false;
+  bool woken_ = false;
+  uint64_t next_id_ = 1;
+  LaneStats stats_;
+
+  // Owned by the lane thread.
+  std::deque<std::unique_ptr<Stream>> queued_;  // accepted, waiting for memory
+  std::vector<std::unique_ptr<Stream>> active_; // admitted, in admission order
+  bool last_was_fill_ = false;
+  std::thread thread_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,254 @@
+// The lane host's policy, with a recording fake model: chunks, the alternation of fills and
+// rounds, cancels, admission, and that memory always returns to the pools.
+#include "lanes/lane_host.h"
+
+#include <gtest/gtest.h>
+
+#include "lanes/recording_model.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int64_t kVocab = 97;
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::optional<StreamEnd> end;
+};
+
+GenerateRequest request_of(int64_t prompt_length, int64_t max_tokens, int32_t first = 1) {
+  GenerateRequest request;
+  for (int64_t i = 0; i < prompt_length; ++i) request.prompt.push_back(int32_t((first + i * 13) % kVocab));
+  request.max_tokens = max_tokens;
+  request.ignore_eos = true;
+  return request;
+}
+
+StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
+  auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
+                                                    [&outcome](const StreamEnd& end) { outcome.end = end; }});
+  EXPECT_TRUE(submitted.handle.has_value()) << (submitted.error ? submitted.error->message : "");
+  return submitted.handle.value_or(StreamHandle());
+}
+
+// The ids a stream of this request gets from the fake model, computed by hand.
+std::vector<int32_t> expected_ids(const GenerateRequest& request) {
+  std::vector<int32_t> ids;
+  int32_t token = request.prompt.back();
+  int32_t position = int32_t(request.prompt.size()) - 1;
+  for (int64_t i = 0; i < request.max_tokens; ++i) {
+    token = RecordingModel::next_id(token, position++, kVocab);
+    ids.push_back(token);
+  }
+  return ids;
+}
+
+void run_until_idle(LaneHost& host) {
+  for (int i = 0; i < 100000 && host.step(); ++i) {
+  }
+}
+
+class LaneHostTest : public ::testing::Test {
+ protected:
+  RecordingModel model{kVocab, /*max_rows=*/64, /*max_context=*/512, /*page_size=*/16, /*kv_pages=*/128,
+                       /*state_slots=*/8};
+};
+
+TEST_F(LaneHostTest, OneCallFillsExactlyOneChunkAtThePlannedCuts) {
+  LaneHost host(model, {32, 4, 16});
+  Outcome outcome;
+  submit(host, request_of(100, 1), outcome);
+  std::vector<std::pair<int32_t, int32_t>> cuts;
+  while (host.step()) {
+    const auto& call = model.calls.back();
+    cuts.push_back({call.positions.front(), call.positions.back() + 1});
+  }
+  std::vector<std::pair<int32_t, int32_t>> expected;
+  for (const FillChunk& chunk : fill_plan(0, 100, 32)) expected.push_back({int32_t(chunk.begin), int32_t(chunk.end)});
+  EXPECT_EQ(cuts, expected);
+  ASSERT_TRUE(outcome.end.has_value());
+  EXPECT_EQ(outcome.ids, expected_ids(request_of(100, 1)));
+}
+
+TEST_F(LaneHostTest, RoundsRunBetweenTheChunksOfALongPrompt) {
+  LaneHost host(model, {16, 4, 16});
+  Outcome decoding, filling;
+  submit(host, request_of(3, 50), decoding);
+  host.step();  // fills the short prompt; it now decodes
+  submit(host, request_of(100, 2, 5), filling);
+  size_t first = model.calls.size();
+  for (int i = 0; i < 14; ++i) host.step();
+  if (model.calls[first].tokens.size() == 1) ++first;  // a round may come first
+  // From here on calls alternate: a chunk of the long prompt (one sequence, many rows), then a
+  // round (the decoding stream's one row).
+  for (size_t i = first; i + 1 < model.calls.size() && i < first + 12; i += 2) {
+    EXPECT_GT(model.calls[i].tokens.size(), 1u) << "call " << i << " is a fill step";
+    EXPECT_EQ(model.calls[i + 1].tokens.size(), 1u) << "call " << i + 1 << " is a round";
+  }
+  run_until_idle(host);
+  EXPECT_EQ(decoding.ids, expected_ids(request_of(3, 50)));
+  EXPECT_EQ(filling.ids, expected_ids(request_of(100, 2, 5)));
+}
+
+TEST_F(LaneHostTest, ConcurrentStreamsGetTheirAloneIds) {
+  LaneHost host(model, {8, 8, 64});
+  std::vector<Outcome> outcomes(20);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 20; ++i) requests.push_back(request_of(1 + i * 7, 3 + i % 5, i + 2));
+  for (int i = 0; i < 20; ++i) submit(host, requests[size_t(i)], outcomes[size_t(i)]);
+  run_until_idle(host);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(outcomes[size_t(i)].ids, expected_ids(requests[size_t(i)])) << "stream " << i;
+    ASSERT_TRUE(outcomes[size_t(i)].end.has_value());
+    EXPECT_EQ(outcomes[size_t(i)].end->reason, FinishReason::length);
+  }
+  LaneStats stats = host.stats();
+  EXPECT_EQ(stats.finished, 20u);
+  EXPECT_EQ(stats.active, 0);
+  EXPECT_EQ(stats.queued, 0);
+}
+
+TEST_F(LaneHostTest, CancelBetweenChunksStopsTheFillAndFreesItsMemory) {
+  LaneHost host(model, {16, 4, 16});
+  Outcome outcome;
+  StreamHandle handle = submit(host, request_of(100, 4), outcome);
+  host.step();
+  host.step();
+  ASSERT_EQ(model.calls.size(), 2u);
+  EXPECT_EQ(model.calls.back().positions.back(), 31);  // two chunks landed
+  handle.cancel();
+  host.step();
+  ASSERT_TRUE(outcome.end.has_value());
+  EXPECT_EQ(outcome.end->kind, StreamEnd::Kind::cancelled);
+  EXPECT_EQ(model.calls.size(), 2u);  // nothing ran after the cancel
+  EXPECT_TRUE(outcome.ids.empty());
+  // Resent, it gives what a run that was never cancelled gives.
+  Outcome again;
+  submit(host, request_of(100, 4), again);
+  run_until_idle(host);
+  EXPECT_EQ(again.ids, expected_ids(request_of(100, 4)));
+}
+
+TEST_F(LaneHostTest, NoStreamStarvesUnderASteadyFlowOfNewPrompts) {
+  LaneHost host(model, {16, 8, 64});
+  Outcome steady;
+  submit(host, request_of(4, 40), steady);
+  host.step();
+  std::vector<Outcome> newcomers(30);
+  size_t last_count = steady.ids.size();
+  int calls_since_token = 0, worst = 0;
+  for (int i = 0; i < 60 && !steady.end; ++i) {
+    if (i % 2 == 0 && i / 2 < 30) submit(host, request_of(40, 2, i), newcomers[size_t(i / 2)]);
+    host.step();
+    calls_since_token = steady.ids.size() > last_count ? 0 : calls_since_token + 1;
+    last_count = steady.ids.size();
+    worst = std::max(worst, calls_since_token);
+  }
+  EXPECT_LE(worst, 1) << "the decoding stream waited more than one fill step between tokens";
+  run_until_idle(host);
+  EXPECT_EQ(steady.ids, expected_ids(request_of(4, 40)));
+}
+
+TEST_F(LaneHostTest, MemoryReturnsToThePoolsAfterEveryKindOfEnding) {
+  RecordingModel small{kVocab, 64, 256, 16, /*kv_pages=*/16, /*state_slots=*/2, /*end_id=*/-1};
+  LaneHost host(small, {16, 2, 8});
+  Outcome by_length, by_context, queued_then_cancelled, active_then_cancelled;
+  submit(host, request_of(10, 3), by_length);
+  GenerateRequest long_one = request_of(200, 1000);  // runs into the context
+  submit(host, long_one, by_context);
+  StreamHandle waiting = submit(host, request_of(5, 5), queued_then_cancelled);  // no slot free yet
+  host.step();
+  waiting.cancel();
+  run_until_idle(host);
+  StreamHandle running = submit(host, request_of(50, 5), active_then_cancelled);
+  host.step();
+  running.cancel();
+  run_until_idle(host);
+  EXPECT_EQ(by_length.end->reason, FinishReason::length);
+  EXPECT_EQ(by_context.end->reason, FinishReason::context);
+  EXPECT_EQ(by_context.ids.size(), 56u);  // positions 200..255
+  EXPECT_EQ(queued_then_cancelled.end->kind, StreamEnd::Kind::cancelled);
+  EXPECT_EQ(active_then_cancelled.end->kind, StreamEnd::Kind::cancelled);
+  LaneStats stats = host.stats();
+  EXPECT_EQ(stats.active, 0);
+  EXPECT_EQ(stats.queued, 0);
+  EXPECT_EQ(stats.finished, 2u);
+  EXPECT_EQ(stats.cancelled, 2u);
+  // Every page and slot is free again: the largest possible stream fits once more.
+  Outcome full;
+  submit(host, request_of(100, 156), full);
+  run_until_idle(host);
+  EXPECT_EQ(full.ids.size(), 156u);
+}
+
+TEST_F(LaneHostTest, EndIdsStopAStreamUnlessIgnored) {
+  int32_t end_id = RecordingModel::next_id(1, 0, kVocab);  // the first id after prompt {1}
+  RecordingModel with_end{kVocab, 64, 512, 16, 64, 4, end_id};
+  LaneHost host(with_end, {16, 4, 16});
+  GenerateRequest request = request_of(1, 5);
+  request.ignore_eos = false;
+  Outcome stopped, ignored;
+  submit(host, request, stopped);
+  request.ignore_eos = true;
+  submit(host, request, ignored);
+  run_until_idle(host);
+  EXPECT_EQ(stopped.ids, std::vector<int32_t>{end_id});
+  EXPECT_EQ(stopped.end->reason, FinishReason::stop);
+  EXPECT_EQ(ignored.ids.size(), 5u);
+}
+
+TEST_F(LaneHostTest, RefusesInvalidAndOversizedRequestsAndAFullQueue) {
+  LaneHost host(model, {16, 1, 2});
+  auto empty = host.submit(GenerateRequest{}, {});
+  ASSERT_TRUE(empty.error.has_value());
+  EXPECT_EQ(empty.error->kind, SubmitError::Kind::invalid);
+  GenerateRequest bad = request_of(3, 1);
+  bad.prompt[1] = int32_t(kVocab);
+  EXPECT_EQ(host.submit(bad, {}).error->kind, SubmitError::Kind::invalid);
+  EXPECT_EQ(host.submit(request_of(600, 1), {}).error->kind, SubmitError::Kind::invalid);  // over the context
+  Outcome a, b;
+  submit(host, request_of(3, 3), a);
+  submit(host, request_of(3, 3), b);
+  auto third = host.submit(request_of(3, 3), {});
+  ASSERT_TRUE(third.error.has_value());
+  EXPECT_EQ(third.error->kind, SubmitError::Kind::busy);
+}
+
+TEST_F(LaneHostTest, ThreadedHostDeliversEverythingAndStopCancelsTheRest) {
+  LaneHost host(model, {16, 4, 64});
+  host.start();
+  std::vector<Outcome> outcomes(8);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(request_of(5 + i * 11, 6, i));
+  std::mutex done_mutex;
+  std::condition_variable done;
+  int finished = 0;
+  for (int i = 0; i < 8; ++i) {
+    host.submit(requests[size_t(i)], {[&, i](int32_t id) { outcomes[size_t(i)].ids.push_back(id); },
+                                      [&, i](const StreamEnd& end) {
+                                        std::lock_guard lock(done_mutex);
+                                        outcomes[size_t(i)].end = end;
+                                        ++finished;
+                                        done.notify_one();
+                                      }});
+  }
+  {
+    std::unique_lock lock(done_mutex);
+    ASSERT_TRUE(done.wait_for(lock, std::chrono::seconds(20), [&] { return finished == 8; }));
+  }
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(outcomes[size_t(i)].ids, expected_ids(requests[size_t(i)]));
+  host.stop();
+}
+
+TEST_F(LaneHostTest, StopCancelsWhatIsLeft) {
+  LaneHost host(model, {16, 4, 64});
+  Outcome waiting;
+  submit(host, request_of(5, 40), waiting);
+  host.stop();
+  ASSERT_TRUE(waiting.end.has_value());
+  EXPECT_EQ(waiting.end->kind, StreamEnd::Kind::cancelled);
+  EXPECT_EQ(host.stats().cancelled, 1u);
+}
+
+}  // namespace
+}  // namespace lockstep
