@@ -15,6 +15,8 @@ LaneHost::LaneHost(Model& model, LaneSettings settings)
       settings_(settings),
       memory_(model.info().kv_pages, model.info().page_size, model.info().state_slots),
       sampler_(int(model.info().vocab_size)) {
+  stats_.unreserved_pages = memory_.unreserved_pages();
+  stats_.free_slots = memory_.free_slots();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, model.info().max_rows));
   int32_t slots = model.info().state_slots;
   settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(model.info().max_rows)));
@@ -142,6 +144,8 @@ void LaneHost::admit() {
     std::lock_guard lock(mutex_);
     --stats_.queued;
     ++stats_.active;
+    stats_.unreserved_pages = memory_.unreserved_pages();
+    stats_.free_slots = memory_.free_slots();
   }
 }
 

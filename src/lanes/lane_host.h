@@ -85,6 +85,7 @@ struct LaneStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t finished = 0, cancelled = 0, failed = 0;
   int64_t queued = 0, active = 0;
+  int32_t unreserved_pages = 0, free_slots = 0;  // memory not promised to any stream
 };
 
 class LaneHost {

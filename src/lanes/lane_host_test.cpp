@@ -6,6 +6,9 @@
 
 #include "lanes/recording_model.h"
 
+#include <random>
+#include <thread>
+
 namespace lockstep {
 namespace {
 
@@ -174,6 +177,8 @@ TEST_F(LaneHostTest, MemoryReturnsToThePoolsAfterEveryKindOfEnding) {
   EXPECT_EQ(stats.queued, 0);
   EXPECT_EQ(stats.finished, 2u);
   EXPECT_EQ(stats.cancelled, 2u);
+  EXPECT_EQ(stats.unreserved_pages, 16);
+  EXPECT_EQ(stats.free_slots, 2);
   // Every page and slot is free again: the largest possible stream fits once more.
   Outcome full;
   submit(host, request_of(100, 156), full);
@@ -248,6 +253,66 @@ TEST_F(LaneHostTest, StopCancelsWhatIsLeft) {
   ASSERT_TRUE(waiting.end.has_value());
   EXPECT_EQ(waiting.end->kind, StreamEnd::Kind::cancelled);
   EXPECT_EQ(host.stats().cancelled, 1u);
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(LaneHostStress, HundredsOfStreamsWithRandomCancelsLeaveThePoolsFull) {
+  RecordingModel model{kVocab, 64, 256, 16, /*kv_pages=*/96, /*state_slots=*/6};
+  LaneHost host(model, {16, 6, 512});
+  host.start();
+  std::mt19937 rng(99);
+  constexpr int kStreams = 400;
+  std::vector<Outcome> outcomes(kStreams);
+  std::vector<GenerateRequest> requests;
+  std::mutex mutex;
+  std::condition_variable ended;
+  int ends = 0;
+  std::vector<StreamHandle> handles;
+  for (int i = 0; i < kStreams; ++i) {
+    requests.push_back(request_of(1 + rng() % 120, 1 + rng() % 30, int32_t(rng() % kVocab)));
+    auto submitted = host.submit(requests.back(), {[&, i](int32_t id) { outcomes[size_t(i)].ids.push_back(id); },
+                                                   [&, i](const StreamEnd& end) {
+                                                     std::lock_guard lock(mutex);
+                                                     outcomes[size_t(i)].end = end;
+                                                     ++ends;
+                                                     ended.notify_one();
+                                                   }});
+    ASSERT_TRUE(submitted.handle.has_value());
+    handles.push_back(*submitted.handle);
+    if (rng() % 4 == 0) handles[rng() % handles.size()].cancel();
+    if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+  }
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(ended.wait_for(lock, std::chrono::seconds(60), [&] { return ends == kStreams; }));
+  }
+  host.stop();
+  int finished = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    const Outcome& outcome = outcomes[size_t(i)];
+    ASSERT_TRUE(outcome.end.has_value());
+    std::vector<int32_t> expected = expected_ids(requests[size_t(i)]);
+    if (outcome.end->kind == StreamEnd::Kind::finished) {
+      ++finished;
+      EXPECT_EQ(outcome.ids, expected) << "stream " << i;
+    } else {
+      // A cancelled stream's ids are a prefix of what it would have said.
+      ASSERT_LE(outcome.ids.size(), expected.size());
+      EXPECT_TRUE(std::equal(outcome.ids.begin(), outcome.ids.end(), expected.begin())) << "stream " << i;
+    }
+  }
+  EXPECT_GT(finished, kStreams / 2);
+  LaneStats stats = host.stats();
+  EXPECT_EQ(stats.active, 0);
+  EXPECT_EQ(stats.queued, 0);
+  EXPECT_EQ(stats.finished + stats.cancelled, uint64_t(kStreams));
+  EXPECT_EQ(stats.unreserved_pages, 96);  // the pools are full again
+  EXPECT_EQ(stats.free_slots, 6);
 }
 
 }  // namespace
