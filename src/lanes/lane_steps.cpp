@@ -98,9 +98,9 @@ void LaneHost::end(Stream& stream, StreamEnd how) {
   {
     std::lock_guard lock(mutex_);
     if (stream.admitted) --stats_.active;
+    else --stats_.queued;
     stats_.unreserved_pages = memory_.unreserved_pages();
     stats_.free_slots = memory_.free_slots();
-    else --stats_.queued;
     if (how.kind == StreamEnd::Kind::finished) ++stats_.finished;
     if (how.kind == StreamEnd::Kind::cancelled) ++stats_.cancelled;
     if (how.kind == StreamEnd::Kind::failed) ++stats_.failed;
