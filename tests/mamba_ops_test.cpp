@@ -160,18 +160,20 @@ TEST_P(MambaOps, GatedRmsNormMatchesFloat64Reference) {
 }
 
 TEST_P(MambaOps, GatedRmsNormRowIsBitIdenticalWhateverSharesTheLaunch) {
-  const int64_t d = 96, groups = 4;
+  const int64_t d = 256;
   std::mt19937 rng(9);
   const std::vector<float> weight = normal_floats(rng, d);
-  const std::vector<float> target_x = normal_floats(rng, d), target_gate = normal_floats(rng, d);
-  std::vector<float> alone = gated_rms_norm(*backend, target_x, target_gate, weight, groups);
-  for (int64_t n = 1; n <= 33; ++n) {
-    for (int64_t at : {int64_t(0), n / 2, n - 1}) {
-      std::vector<float> x = normal_floats(rng, n * d), gate = normal_floats(rng, n * d);
-      std::copy(target_x.begin(), target_x.end(), x.begin() + at * d);
-      std::copy(target_gate.begin(), target_gate.end(), gate.begin() + at * d);
-      std::vector<float> shared = gated_rms_norm(*backend, x, gate, weight, groups);
-      ASSERT_TRUE(same_bits(alone, 0, shared, at * d, d)) << "row " << at << " of " << n;
+  for (int64_t groups : {1, 4}) {
+    const std::vector<float> target_x = normal_floats(rng, d), target_gate = normal_floats(rng, d);
+    std::vector<float> alone = gated_rms_norm(*backend, target_x, target_gate, weight, groups);
+    for (int64_t n = 1; n <= 33; ++n) {
+      for (int64_t at : {int64_t(0), n / 2, n - 1}) {
+        std::vector<float> x = normal_floats(rng, n * d), gate = normal_floats(rng, n * d);
+        std::copy(target_x.begin(), target_x.end(), x.begin() + at * d);
+        std::copy(target_gate.begin(), target_gate.end(), gate.begin() + at * d);
+        std::vector<float> shared = gated_rms_norm(*backend, x, gate, weight, groups);
+        ASSERT_TRUE(same_bits(alone, 0, shared, at * d, d)) << groups << " groups: row " << at << " of " << n;
+      }
     }
   }
 }

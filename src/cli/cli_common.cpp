@@ -19,11 +19,9 @@ void add_model_flags(CLI::App& command, ModelFlags& flags) {
                    "random weights from config.json alone (fixed seed), for benchmarking without a checkpoint");
 }
 
-Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows) {
+Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
   LoadedModel loaded;
   loaded.backend = std::make_unique<CpuBackend>(flags.threads);
-  ModelOptions options;
-  options.max_rows = max_rows;
   options.max_context = flags.context;
   auto model = load_model(flags.model_dir, *loaded.backend, options,
                           flags.dummy_weights ? WeightChoice::dummy : WeightChoice::checkpoint);

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "base/status.h"
 #include "models/model.h"
+#include "models/registry.h"
 
 namespace lockstep::cli {
 
@@ -28,8 +29,8 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
 };
 
-// Opens the backend and loads the model; max_rows: the most rows one pass must take.
-[[nodiscard]] Expected<LoadedModel> load(const ModelFlags& flags, int64_t max_rows);
+// Opens the backend and loads the model with `options` (max_context comes from the flags).
+[[nodiscard]] Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options);
 
 // "1,2,3" -> {1, 2, 3}; an error for anything but comma-separated integers.
 [[nodiscard]] Expected<std::vector<int32_t>> parse_token_list(const std::string& text);

@@ -1,9 +1,11 @@
-// lockstep generate: fill a prompt, then decode token by token with the KV cache.
+// lockstep generate: one prompt (--tokens), or a batch of them (--batch FILE.jsonl), through
+// the lane host: fill in chunks, then decode token by token with the KV cache.
 #include <iostream>
 
+#include "cli/batch_generate.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "lanes/solo_run.h"
+#include "lanes/lane_host.h"
 
 namespace lockstep::cli {
 
@@ -12,6 +14,8 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   std::string tokens;
+  std::string batch;
+  int32_t parallel = 8;
   int64_t max_tokens = 16;
   float temperature = 0.0f;
   int top_k = 0;
@@ -24,7 +28,8 @@ struct GenerateFlags {
   int64_t chunk = 256;
 };
 
-int run_generate(const GenerateFlags& flags) {
+int run_one(const GenerateFlags& flags) {
+  if (flags.tokens.empty() && flags.batch.empty()) return fail("give a prompt: --tokens 1,2,3 (or --batch FILE.jsonl)");
   auto prompt = parse_token_list(flags.tokens);
   if (!prompt.ok()) return fail(prompt.error().message);
   GenerateRequest request;
@@ -33,32 +38,55 @@ int run_generate(const GenerateFlags& flags) {
   request.ignore_eos = flags.ignore_eos;
   request.sampling = {flags.temperature, flags.top_k, flags.top_p, flags.min_p,
                       flags.seed_given ? flags.seed : fresh_seed()};
-  Status valid = validate(request.sampling);
-  if (!valid.ok()) return fail(valid.message());
+  if (Status valid = validate(request.sampling); !valid.ok()) return fail(valid.message());
 
-  auto loaded = load(flags.model, flags.chunk);
+  ModelOptions options;
+  options.max_rows = flags.chunk;
+  auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
-  SoloRun run(*loaded->model, flags.chunk);
-  if (Status ok = run.check_prompt(request.prompt); !ok.ok()) return fail(ok.message());
-  if (!flags.seed_given && flags.temperature > 0) std::cerr << "seed: " << request.sampling.seed << "\n";
-
+  LaneHost host(*loaded->model, {flags.chunk, 1, 1});
   bool first = true;
-  auto result = run.generate(request, [&](int32_t id) {
-    std::cout << (first ? "" : " ") << id << std::flush;
-    first = false;
-  });
+  std::optional<StreamEnd> end;
+  auto submitted = host.submit(request, {[&](int32_t id) {
+                                           std::cout << (first ? "" : " ") << id << std::flush;
+                                           first = false;
+                                         },
+                                         [&](const StreamEnd& how) { end = how; }});
+  if (submitted.error) return fail(submitted.error->message);
+  if (!flags.seed_given && flags.temperature > 0) std::cerr << "seed: " << request.sampling.seed << "\n";
+  while (host.step()) {
+  }
   std::cout << "\n";
-  if (!result.ok()) return fail(result.error().message);
+  if (!end || end->kind != StreamEnd::Kind::finished) return fail(end ? end->error : "the stream did not finish");
   return 0;
+}
+
+int run_generate(const GenerateFlags& flags) {
+  if (flags.batch.empty()) return run_one(flags);
+  if (!flags.tokens.empty()) return fail("give either --tokens or --batch, not both");
+  BatchFlags batch;
+  batch.path = flags.batch;
+  batch.parallel = flags.parallel;
+  batch.chunk = flags.chunk;
+  batch.max_tokens = flags.max_tokens;
+  batch.sampling = {flags.temperature, flags.top_k, flags.top_p, flags.min_p, flags.seed};
+  batch.ignore_eos = flags.ignore_eos;
+  if (Status valid = validate(batch.sampling); !valid.ok()) return fail(valid.message());
+  return run_batch(flags.model, batch);
 }
 
 }  // namespace
 
 Command add_generate_command(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* command = app.add_subcommand("generate", "Generate tokens for one prompt");
+  CLI::App* command = app.add_subcommand("generate", "Generate tokens for one prompt, or a batch of prompts");
   add_model_flags(*command, flags->model);
-  command->add_option("--tokens", flags->tokens, "prompt token ids, comma-separated: 1,2,3")->required();
+  command->add_option("--tokens", flags->tokens, "prompt token ids, comma-separated: 1,2,3");
+  command->add_option("--batch", flags->batch,
+                      "JSONL file, a line per prompt: {\"tokens\": [...], \"max_tokens\": N, \"temperature\": T, "
+                      "\"seed\": S, ...}; prints a JSON line per prompt, in input order");
+  command->add_option("--parallel", flags->parallel, "streams decoded together with --batch")
+      ->check(CLI::Range(1, 1024));
   command->add_option("--max-tokens", flags->max_tokens, "tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   command->add_option("--temperature", flags->temperature, "0: greedy");
   command->add_option("--top-k", flags->top_k, "keep the k most likely ids (0: off)");
@@ -67,9 +95,10 @@ Command add_generate_command(CLI::App& app) {
   command->add_option("--seed", flags->seed, "sampling seed (default: a fresh one, printed to stderr)")
       ->check(CLI::NonNegativeNumber)
       ->each([flags](const std::string&) { flags->seed_given = true; });
-  command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (changes numerics)")
+  command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
-  command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line");
+  command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line (the default until "
+                                         "the model folder has a tokenizer)");
   command->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence ids");
   return {command, [flags] { return run_generate(*flags); }};
 }

@@ -20,7 +20,9 @@ int run_logits(const LogitsFlags& flags) {
   auto prompt = parse_token_list(flags.tokens);
   if (!prompt.ok()) return fail(prompt.error().message);
   const int64_t n = int64_t(prompt->size());
-  auto loaded = load(flags.model, std::max<int64_t>(n, 1));
+  ModelOptions options;
+  options.max_rows = std::max<int64_t>(n, 1);
+  auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   SoloRun run(*loaded->model, n);
   auto logits = run.prompt_logits(*prompt);

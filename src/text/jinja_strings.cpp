@@ -1,0 +1,370 @@
+#include "text/jinja_strings.h"
+
+#include <locale.h>
+#include <wctype.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace lockstep::jinja {
+namespace {
+
+// The C.UTF-8 locale's character tables, opened once and never changed (null when missing).
+locale_t unicode_locale() {
+  static const locale_t locale = [] {
+    locale_t opened = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
+    if (!opened) opened = newlocale(LC_CTYPE_MASK, "C.utf8", locale_t{});
+    return opened;
+  }();
+  return locale;
+}
+
+char32_t to_upper(char32_t c) {
+  if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
+  locale_t locale = unicode_locale();
+  return locale ? static_cast<char32_t>(towupper_l(static_cast<wint_t>(c), locale)) : c;
+}
+
+char32_t to_lower(char32_t c) {
+  if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+  locale_t locale = unicode_locale();
+  return locale ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), locale)) : c;
+}
+
+bool has_class(char32_t c, CharClass char_class) {
+  locale_t locale = unicode_locale();
+  wint_t w = static_cast<wint_t>(c);
+  if (c < 0x80 || !locale) {
+    int b = c < 0x80 ? static_cast<int>(c) : 0;
+    switch (char_class) {
+      case CharClass::kAlpha: return (b | 32) >= 'a' && (b | 32) <= 'z';
+      case CharClass::kDigit: return b >= '0' && b <= '9';
+      case CharClass::kAlnum: return has_class(c, CharClass::kAlpha) || has_class(c, CharClass::kDigit);
+      case CharClass::kUpper: return b >= 'A' && b <= 'Z';
+      case CharClass::kLower: return b >= 'a' && b <= 'z';
+      case CharClass::kSpace: return is_python_space(c);
+    }
+  }
+  switch (char_class) {
+    case CharClass::kAlpha: return iswalpha_l(w, locale);
+    case CharClass::kDigit: return iswdigit_l(w, locale);
+    case CharClass::kAlnum: return iswalnum_l(w, locale);
+    case CharClass::kUpper: return iswupper_l(w, locale);
+    case CharClass::kLower: return iswlower_l(w, locale);
+    case CharClass::kSpace: return is_python_space(c);
+  }
+  return false;
+}
+
+bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c; }
+
+}  // namespace
+
+std::u32string utf8_decode(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char b = static_cast<unsigned char>(text[i]);
+    int extra = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : -1;
+    char32_t c = extra == 0 ? b : extra == 1 ? (b & 0x1f) : extra == 2 ? (b & 0x0f) : (b & 0x07);
+    bool valid = extra >= 0 && i + extra < text.size();
+    for (int k = 1; valid && k <= extra; ++k) {
+      unsigned char next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) valid = false;
+      c = (c << 6) | (next & 0x3f);
+    }
+    static constexpr char32_t kMinimum[] = {0, 0x80, 0x800, 0x10000};
+    if (valid && (c < kMinimum[extra] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)))
+      valid = false;
+    if (!valid) {
+      out.push_back(0xdc00 + b);
+      ++i;
+      continue;
+    }
+    out.push_back(c);
+    i += extra + 1;
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, char32_t c) {
+  if (c >= 0xdc80 && c <= 0xdcff) {
+    out.push_back(static_cast<char>(c - 0xdc00));
+  } else if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  }
+}
+
+std::string utf8_encode(std::u32string_view code_points) {
+  std::string out;
+  out.reserve(code_points.size());
+  for (char32_t c : code_points) utf8_append(out, c);
+  return out;
+}
+
+size_t code_point_count(std::string_view text) {
+  bool ascii = true;
+  for (char c : text) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  return ascii ? text.size() : utf8_decode(text).size();
+}
+
+bool is_python_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+std::string python_strip(std::string_view text, const std::optional<std::string>& chars, bool left,
+                         bool right) {
+  std::u32string cps = utf8_decode(text);
+  std::u32string set = chars ? utf8_decode(*chars) : std::u32string();
+  auto strippable = [&](char32_t c) {
+    return chars ? set.find(c) != std::u32string::npos : is_python_space(c);
+  };
+  size_t begin = 0, end = cps.size();
+  while (left && begin < end && strippable(cps[begin])) ++begin;
+  while (right && end > begin && strippable(cps[end - 1])) --end;
+  return utf8_encode(std::u32string_view(cps).substr(begin, end - begin));
+}
+
+std::vector<std::string> python_split(std::string_view text, const std::optional<std::string>& sep,
+                                      int64_t maxsplit) {
+  std::vector<std::string> parts;
+  if (sep) {
+    size_t start = 0;
+    while (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) {
+      size_t found = text.find(*sep, start);
+      if (found == std::string_view::npos) break;
+      parts.emplace_back(text.substr(start, found - start));
+      start = found + sep->size();
+    }
+    parts.emplace_back(text.substr(start));
+    return parts;
+  }
+  std::u32string cps = utf8_decode(text);
+  size_t i = 0;
+  while (true) {
+    while (i < cps.size() && is_python_space(cps[i])) ++i;
+    if (i == cps.size()) break;
+    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+      size_t end = cps.size();
+      while (end > i && is_python_space(cps[end - 1])) --end;
+      parts.push_back(utf8_encode(std::u32string_view(cps).substr(i, end - i)));
+      break;
+    }
+    size_t start = i;
+    while (i < cps.size() && !is_python_space(cps[i])) ++i;
+    parts.push_back(utf8_encode(std::u32string_view(cps).substr(start, i - start)));
+  }
+  return parts;
+}
+
+std::vector<std::string> python_rsplit(std::string_view text, const std::optional<std::string>& sep,
+                                       int64_t maxsplit) {
+  if (maxsplit < 0) return python_split(text, sep, maxsplit);
+  // Split the reversed text with the reversed separator, then reverse the pieces back.
+  std::u32string reversed = utf8_decode(text);
+  std::reverse(reversed.begin(), reversed.end());
+  std::optional<std::string> reversed_sep;
+  if (sep) {
+    std::u32string s = utf8_decode(*sep);
+    std::reverse(s.begin(), s.end());
+    reversed_sep = utf8_encode(s);
+  }
+  std::vector<std::string> parts = python_split(utf8_encode(reversed), reversed_sep, maxsplit);
+  for (std::string& part : parts) {
+    std::u32string p = utf8_decode(part);
+    std::reverse(p.begin(), p.end());
+    part = utf8_encode(p);
+  }
+  std::reverse(parts.begin(), parts.end());
+  return parts;
+}
+
+std::string python_replace(std::string_view text, std::string_view old_text,
+                           std::string_view new_text, int64_t count) {
+  std::string out;
+  if (old_text.empty()) {  // Python inserts `new` between every code point and at both ends
+    std::u32string cps = utf8_decode(text);
+    int64_t made = 0;
+    for (char32_t c : cps) {
+      if (count < 0 || made < count) out.append(new_text), ++made;
+      utf8_append(out, c);
+    }
+    if (count < 0 || made < count) out.append(new_text);
+    return out;
+  }
+  size_t start = 0;
+  int64_t made = 0;
+  while (count < 0 || made < count) {
+    size_t found = text.find(old_text, start);
+    if (found == std::string_view::npos) break;
+    out.append(text.substr(start, found - start)).append(new_text);
+    start = found + old_text.size();
+    ++made;
+  }
+  out.append(text.substr(start));
+  return out;
+}
+
+std::string python_upper(std::string_view text) {
+  std::string out;
+  for (char32_t c : utf8_decode(text)) utf8_append(out, to_upper(c));
+  return out;
+}
+
+std::string python_lower(std::string_view text) {
+  std::string out;
+  for (char32_t c : utf8_decode(text)) utf8_append(out, to_lower(c));
+  return out;
+}
+
+std::string python_title(std::string_view text) {
+  std::string out;
+  bool previous_cased = false;
+  for (char32_t c : utf8_decode(text)) {
+    utf8_append(out, previous_cased ? to_lower(c) : to_upper(c));
+    previous_cased = is_cased(c);
+  }
+  return out;
+}
+
+std::string python_capitalize(std::string_view text) {
+  std::string out;
+  bool first = true;
+  for (char32_t c : utf8_decode(text)) {
+    utf8_append(out, first ? to_upper(c) : to_lower(c));
+    first = false;
+  }
+  return out;
+}
+
+bool python_is(std::string_view text, CharClass char_class) {
+  std::u32string cps = utf8_decode(text);
+  if (cps.empty()) return false;
+  if (char_class == CharClass::kUpper || char_class == CharClass::kLower) {
+    // Python: at least one cased character, and no cased character of the other case.
+    bool any_cased = false;
+    for (char32_t c : cps) {
+      if (!is_cased(c)) continue;
+      any_cased = true;
+      if (!has_class(c, char_class)) return false;
+    }
+    return any_cased;
+  }
+  for (char32_t c : cps)
+    if (!has_class(c, char_class)) return false;
+  return true;
+}
+
+std::string python_float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  char buffer[64];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value,
+                                    std::chars_format::scientific);
+  std::string scientific(buffer, end);  // shortest round-trip digits: "-1.2345e+02"
+  bool negative = scientific[0] == '-';
+  size_t e = scientific.find('e');
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i)
+    if (scientific[i] != '.') digits.push_back(scientific[i]);
+  int exponent = std::atoi(scientific.c_str() + e + 1);
+  int point = exponent + 1;  // value = 0.DIGITS * 10^point
+  std::string out = negative ? "-" : "";
+  if (point > -4 && point <= 16) {  // fixed notation, always with a fractional part
+    if (point <= 0) {
+      out += "0." + std::string(-point, '0') + digits;
+    } else if (static_cast<size_t>(point) >= digits.size()) {
+      out += digits + std::string(point - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, point) + "." + digits.substr(point);
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  char exponent_text[16];
+  std::snprintf(exponent_text, sizeof exponent_text, "e%c%02d", exponent < 0 ? '-' : '+',
+                std::abs(exponent));
+  return out + exponent_text;
+}
+
+std::string python_string_repr(std::string_view text) {
+  bool has_single = text.find('\'') != std::string_view::npos;
+  bool has_double = text.find('"') != std::string_view::npos;
+  char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (char32_t c : utf8_decode(text)) {
+    char escaped[16];
+    if (c == '\\' || c == static_cast<char32_t>(quote)) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad ||
+               (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
+               (c >= 0x205f && c <= 0x206f) || c == 0x3000 || c == 0xfeff ||
+               (c >= 0xd800 && c <= 0xdfff)) {  // not printable in Python's sense
+      std::snprintf(escaped, sizeof escaped, c < 0x100 ? "\\x%02x" : "\\u%04x",
+                    static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      utf8_append(out, c);
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string json_quote(std::string_view text, bool ensure_ascii) {
+  std::string out = "\"";
+  char escaped[16];
+  for (char32_t c : utf8_decode(text)) {
+    switch (c) {
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      default: break;
+    }
+    if (c < 0x20 || (ensure_ascii && c >= 0x80 && c < 0x10000)) {
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else if (ensure_ascii && c >= 0x10000) {
+      char32_t v = c - 0x10000;
+      std::snprintf(escaped, sizeof escaped, "\\u%04x\\u%04x", 0xd800 + (v >> 10),
+                    0xdc00 + (v & 0x3ff));
+      out += escaped;
+    } else {
+      utf8_append(out, c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace lockstep::jinja
