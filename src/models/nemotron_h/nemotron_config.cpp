@@ -118,7 +118,7 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
   if (has_mamba && (c.groups < 1 || c.mamba_heads % c.groups != 0 || c.conv_kernel < 2 || c.conv_kernel > 16))
     return make_error("mamba_num_heads must be a multiple of n_groups; conv_kernel in [2, 16]");
   if (has_moe && (c.top_k > c.experts || c.expert_groups < 1 || c.experts % c.expert_groups != 0 ||
-                  c.topk_groups > c.expert_groups))
+                  c.topk_groups > c.expert_groups || c.top_k > c.topk_groups * (c.experts / c.expert_groups)))
     return make_error("MoE settings disagree: num_experts_per_tok, n_routed_experts, n_group, topk_group");
   return c;
 }
