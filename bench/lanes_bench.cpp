@@ -1,0 +1,181 @@
+// The lane host in process (no HTTP): aggregate decode tok/s at several stream counts, as a
+// ratio to one stream, and one stream's largest gap between tokens while another stream fills
+// a long prompt, beside that prompt's whole fill time. Weights are random (DummyWeights).
+//
+//   lanes_bench [--model DIR] [--levels 1,2,4,8,24] [--tokens N] [--long-prompt N] [--chunk N]
+//               [--threads N] [--quick]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "lanes/lane_host.h"
+#include "models/registry.h"
+#include "timing.h"
+
+using namespace lockstep;
+using bench::Clock;
+
+namespace {
+
+struct Args {
+  std::string model = "bench/models/nemotron_h_small";
+  std::vector<int> levels = {1, 2, 4, 8, 24};
+  int64_t tokens = 32;
+  int64_t long_prompt = 4096;
+  int64_t chunk = 256;
+  int threads = 0;
+};
+
+std::vector<int32_t> prompt_of(int64_t length, int salt, int64_t vocab) {
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < length; ++i) prompt.push_back(int32_t((i * 7919 + salt * 104729 + 17) % vocab));
+  return prompt;
+}
+
+// Every stream's token times, recorded on the lane thread.
+struct Timeline {
+  std::mutex mutex;
+  std::vector<std::vector<Clock::time_point>> times;
+  int ended = 0;
+};
+
+StreamEvents record(Timeline& timeline, size_t stream) {
+  return {[&timeline, stream](int32_t) {
+            std::lock_guard lock(timeline.mutex);
+            timeline.times[stream].push_back(Clock::now());
+          },
+          [&timeline](const StreamEnd&) {
+            std::lock_guard lock(timeline.mutex);
+            ++timeline.ended;
+          }};
+}
+
+void wait_for(Timeline& timeline, int ends) {
+  for (;;) {
+    {
+      std::lock_guard lock(timeline.mutex);
+      if (timeline.ended >= ends) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Decode tok/s with `streams` streams: tokens after the last stream's first token, over the time
+// from then to the last token.
+double decode_rate(Model& model, const Args& args, int streams) {
+  LaneHost host(model, {args.chunk, streams, streams});
+  Timeline timeline;
+  timeline.times.resize(size_t(streams));
+  host.start();
+  for (int i = 0; i < streams; ++i) {
+    GenerateRequest request{prompt_of(16, i, model.info().vocab_size), args.tokens + 1, {}, true};
+    (void)host.submit(request, record(timeline, size_t(i)));
+  }
+  wait_for(timeline, streams);
+  host.stop();
+  Clock::time_point start = Clock::time_point::min(), end = Clock::time_point::min();
+  for (const auto& t : timeline.times) start = std::max(start, t.front());
+  int64_t counted = 0;
+  for (const auto& t : timeline.times)
+    for (const auto& at : t)
+      if (at > start) {
+        ++counted;
+        end = std::max(end, at);
+      }
+  return counted / bench::seconds_between(start, end);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (flag == "--model") args.model = value();
+    else if (flag == "--tokens") args.tokens = std::stoll(value());
+    else if (flag == "--long-prompt") args.long_prompt = std::stoll(value());
+    else if (flag == "--chunk") args.chunk = std::stoll(value());
+    else if (flag == "--threads") args.threads = std::stoi(value());
+    else if (flag == "--quick") args.levels = {1, 2, 4}, args.tokens = 8, args.long_prompt = 512;
+    else if (flag == "--levels") {
+      args.levels.clear();
+      std::string list = value();
+      for (size_t at = 0; at < list.size();) {
+        size_t comma = list.find(',', at);
+        args.levels.push_back(std::stoi(list.substr(at, comma - at)));
+        at = comma == std::string::npos ? list.size() : comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "lanes_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  CpuBackend backend(args.threads);
+  int max_streams = *std::max_element(args.levels.begin(), args.levels.end());
+  ModelOptions options;
+  options.max_rows = std::max<int64_t>(args.chunk, max_streams);
+  options.max_context = std::max<int64_t>(args.long_prompt + args.tokens + 64, 256);
+  options.kv_pages = int32_t((max_streams + 2) * ((options.max_context + 15) / 16));
+  options.state_slots = max_streams + 2;
+  auto model = load_model(args.model, backend, options, WeightChoice::dummy);
+  if (!model.ok()) {
+    std::fprintf(stderr, "lanes_bench: %s\n", model.error().message.c_str());
+    return 1;
+  }
+  std::printf("model %s (dummy weights), cpu %s, %d threads, chunk %lld\n", args.model.c_str(), backend.isa(),
+              backend.pool().size(), (long long)args.chunk);
+  std::printf("\n%8s %14s %12s %10s\n", "streams", "decode tok/s", "per stream", "vs 1");
+  double one = 0;
+  for (int streams : args.levels) {
+    double rate = decode_rate(**model, args, streams);
+    if (streams == args.levels.front()) one = rate / streams;
+    std::printf("%8d %14.2f %12.2f %9.2fx\n", streams, rate, rate / streams, rate / one / args.levels.front());
+  }
+
+  // The gap: stream 0 decodes; stream 1 sends a long prompt.
+  LaneHost host(**model, {args.chunk, 2, 2});
+  Timeline timeline;
+  timeline.times.resize(2);
+  host.start();
+  int64_t vocab = (*model)->info().vocab_size;
+  (void)host.submit({prompt_of(16, 1, vocab), 1 << 20, {}, true}, record(timeline, 0));
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(timeline.mutex);
+    if (timeline.times[0].size() >= 3) break;
+  }
+  Clock::time_point sent = Clock::now();
+  (void)host.submit({prompt_of(args.long_prompt, 2, vocab), 1, {}, true}, record(timeline, 1));
+  wait_for(timeline, 1);
+  Clock::time_point first_token;
+  double gap = 0;
+  {
+    std::lock_guard lock(timeline.mutex);
+    first_token = timeline.times[1].front();
+    const auto& t = timeline.times[0];
+    for (size_t i = 1; i < t.size(); ++i)
+      if (t[i] > sent && t[i - 1] < first_token) gap = std::max(gap, bench::seconds_between(t[i - 1], t[i]));
+  }
+  host.stop();
+  double shared_fill = bench::seconds_between(sent, first_token);
+  // The same prompt filled with nothing else running.
+  LaneHost lone(**model, {args.chunk, 1, 1});
+  Timeline alone;
+  alone.times.resize(1);
+  lone.start();
+  Clock::time_point lone_sent = Clock::now();
+  (void)lone.submit({prompt_of(args.long_prompt, 2, vocab), 1, {}, true}, record(alone, 0));
+  wait_for(alone, 1);
+  double lone_fill = bench::seconds_between(lone_sent, alone.times[0].front());
+  lone.stop();
+  std::printf("\nlong prompt of %lld tokens while one stream decodes:\n", (long long)args.long_prompt);
+  std::printf("  decoding stream's largest gap between tokens: %8.3f s\n", gap);
+  std::printf("  the long prompt's fill, alone:                %8.3f s\n", lone_fill);
+  std::printf("  the long prompt's first token, shared:        %8.3f s\n", shared_fill);
+  return 0;
+}
