@@ -47,8 +47,9 @@ struct StreamEnd {
 };
 
 struct StreamEvents {
-  std::function<void(int32_t id)> on_token;       // each generated id, in order
-  std::function<void(const StreamEnd&)> on_end;   // exactly once, last
+  std::function<void(int32_t id)> on_token = nullptr;      // each generated id, in order
+  std::function<void(const StreamEnd&)> on_end = nullptr;  // exactly once, last
+  std::function<void(const TokenLogprobs&)> on_logprobs = nullptr;  // before on_token, when asked
 };
 
 // Shared between a stream and whoever may cancel it.
@@ -153,6 +154,7 @@ class LaneHost {
   ForwardBatch batch_;
   std::vector<float> logits_;
   std::vector<Stream*> round_streams_;
+  TokenLogprobs logprobs_;
 
   // Shared with submitters: guarded by mutex_.
   mutable std::mutex mutex_;

@@ -79,6 +79,10 @@ bool LaneHost::accept_token(Stream& stream, const float* logits) {
     std::lock_guard lock(mutex_);
     ++stats_.generated_tokens;
   }
+  if (stream.request.top_logprobs >= 0 && stream.events.on_logprobs) {
+    compute_logprobs(logits, info.vocab_size, id, stream.request.top_logprobs, logprobs_);
+    stream.events.on_logprobs(logprobs_);
+  }
   if (stream.events.on_token) stream.events.on_token(id);
   const auto& eos = info.eos_ids;
   bool at_eos = !stream.request.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -15,7 +16,18 @@ struct GenerateRequest {
   int64_t max_tokens = 16;
   SamplingParams sampling;
   bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
+  int32_t top_logprobs = -1; // -1: no logprobs; 0..20: report each chosen id's logprob and this many alternatives
 };
+
+// The log-probabilities (log-softmax of the raw logits) around one chosen id.
+struct TokenLogprobs {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // the most likely ids, best first, ties to the lower id
+};
+
+// Fills `out` for the id chosen from `logits` [vocab]; `top` alternatives.
+void compute_logprobs(const float* logits, int64_t vocab, int32_t id, int32_t top, TokenLogprobs& out);
 
 enum class FinishReason {
   length,   // max_tokens generated
