@@ -16,8 +16,8 @@
 
 namespace lockstep::bench {
 
-// The widest vector loads this CPU has: on this project's 2-core VM, 16-byte loads read about a
-// third slower than 64-byte ones, which would understate the bandwidth an AVX-512 kernel sees.
+// The widest vector loads this CPU has: on this project's 2-core VM, 16-byte loads read a third
+// to a half slower than 64-byte ones, which would understate the bandwidth an AVX-512 kernel sees.
 #if defined(__x86_64__)
 #define LOCKSTEP_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -49,9 +49,9 @@ LOCKSTEP_WIDEST_VECTORS inline double sum_floats(const float* data, int64_t n) {
 }
 
 struct ReadBandwidth {
-  double best_gb_per_s = 0.0;    // the fastest pass, in 1e9 bytes per second
+  double best_gb_per_s = 0.0;  // the fastest pass, in 1e9 bytes per second
   double median_gb_per_s = 0.0;
-  double checksum = 0.0;         // the last pass's sum, printed so the reads cannot be elided
+  double checksum = 0.0;  // the last pass's sum, printed so the reads cannot be elided
 };
 
 // Allocates `bytes` of floats, touches them from the pool's threads, then times `passes` full

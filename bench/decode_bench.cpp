@@ -79,6 +79,7 @@ bool parse_options(int argc, char** argv, Options& options) {
   return options.layers >= 0 && options.prompt > 0 && options.tokens > 0;
 }
 
+// Llama 3.2's rope_scaling (llama3) is left out: it changes the rope table, not the cost.
 nlohmann::json llama_config(const LlamaShape& s) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"hidden_size", s.hidden},
@@ -114,9 +115,9 @@ MemoryWeights random_llama_weights(const LlamaShape& s, ThreadPool& pool) {
     weights.add(name, DType::bf16, {rows, cols}, std::move(bytes));
   };
   auto ones = [&](const std::string& name, int64_t n) {
-    std::vector<float> values(size_t(n), 1.0f);
-    std::vector<uint8_t> bytes(size_t(n) * 4);
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    const float one = 1.0f;
+    std::vector<uint8_t> bytes(size_t(n) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(bytes.data() + i * int64_t(sizeof(float)), &one, sizeof(float));
     weights.add(name, DType::f32, {n}, std::move(bytes));
   };
   const int64_t q_dim = s.heads * s.head_dim;
@@ -146,8 +147,8 @@ std::vector<int32_t> synthetic_prompt(int64_t length, int64_t vocab) {
 }
 
 struct DecodeTiming {
-  double fill_seconds = 0.0;            // the prompt's fill and the first token
-  std::vector<double> step_seconds;     // one per decode step after the first token
+  double fill_seconds = 0.0;         // the prompt's fill and the first token
+  std::vector<double> step_seconds;  // one per decode step after the first token
 };
 
 // Generates tokens + 1 tokens greedily and times each: the first comes from the fill, each later
@@ -161,8 +162,10 @@ Expected<DecodeTiming> time_generate(SoloRun& run, const std::vector<int32_t>& p
   bool first = true;
   auto on_token = [&](int32_t) {
     Clock::time_point now = Clock::now();
-    if (first) timing.fill_seconds = seconds_between(last, now);
-    else timing.step_seconds.push_back(seconds_between(last, now));
+    if (first)
+      timing.fill_seconds = seconds_between(last, now);
+    else
+      timing.step_seconds.push_back(seconds_between(last, now));
     first = false;
     last = now;
   };
@@ -177,11 +180,12 @@ int run(const Options& options) {
   CpuBackend backend(options.threads, options.isa);
   std::printf("decode_bench: isa %s, %d threads%s\n", backend.isa(), backend.pool().size(),
               options.quick ? ", quick" : "");
-  std::printf("model: %s shape, hidden %lld, intermediate %lld, %lld layers, %lld heads, %lld kv heads, "
-              "head_dim %lld, vocab %lld, tied embeddings, bf16\n",
-              options.quick ? "small" : "Llama 3.2 1B", (long long)shape.hidden, (long long)shape.intermediate,
-              (long long)shape.layers, (long long)shape.heads, (long long)shape.kv_heads,
-              (long long)shape.head_dim, (long long)shape.vocab);
+  std::printf(
+      "model: %s shape, hidden %lld, intermediate %lld, %lld layers, %lld heads, %lld kv heads, "
+      "head_dim %lld, vocab %lld, tied embeddings, bf16\n",
+      options.quick ? "small" : "Llama 3.2 1B", (long long)shape.hidden, (long long)shape.intermediate,
+      (long long)shape.layers, (long long)shape.heads, (long long)shape.kv_heads, (long long)shape.head_dim,
+      (long long)shape.vocab);
 
   Clock::time_point build_start = Clock::now();
   std::unique_ptr<Model> model;
@@ -236,9 +240,10 @@ int run(const Options& options) {
   std::printf("%-34s %12.2f tok/s\n", "bandwidth bound", bound_tok_per_s);
   std::printf("%-34s %12.0f %%\n", "achieved / bound", 100.0 * tok_per_s / bound_tok_per_s);
   if (l3_bytes > 0 && weight_bytes < 2.0 * double(l3_bytes))
-    std::printf("note: the weights (%.0f MB) are not much larger than the %.0f MB L3 cache, so part of each step\n"
-                "reads from cache and the bound does not hold.\n",
-                weight_bytes / 1e6, double(l3_bytes) / 1e6);
+    std::printf(
+        "note: the weights (%.0f MB) are not much larger than the %.0f MB L3 cache, so part of each step\n"
+        "reads from cache and the bound does not hold.\n",
+        weight_bytes / 1e6, double(l3_bytes) / 1e6);
   print_foreign_load(cpu_before, cpu_after);
   return 0;
 }

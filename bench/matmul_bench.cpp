@@ -34,6 +34,8 @@ struct MatmulCase {
   int64_t m;     // output columns: the weight's rows
   int64_t k;     // the reduction length
   int64_t rows;  // rows of x, one per sequence in a decode round
+
+  int64_t weight_bytes() const { return m * k * int64_t(dtype_size(dtype)); }
 };
 
 struct CaseResult {
@@ -94,11 +96,11 @@ DispatchCost pool_dispatch_cost(ThreadPool& pool) {
 // `arena`. Calls until about `budget_s` has passed (at least 5, at most 200).
 CaseResult time_case(CpuBackend& backend, const MatmulCase& matmul_case, const Tensor& arena, const Tensor& x_buffer,
                      const Tensor& out_buffer, bool hot, double budget_s) {
-  const int64_t weight_bytes = matmul_case.m * matmul_case.k * int64_t(dtype_size(matmul_case.dtype));
+  const int64_t weight_bytes = matmul_case.weight_bytes();
   const int64_t copies = hot ? 1 : std::max<int64_t>(1, int64_t(arena.bytes()) / weight_bytes);
-  Tensor x{x_buffer.data, DType::f32, {matmul_case.rows, matmul_case.k}};        // [rows, k]
-  Tensor out{out_buffer.data, DType::f32, {matmul_case.rows, matmul_case.m}};    // [rows, m]
-  auto weight = [&](int64_t call) {                                              // [m, k]
+  Tensor x{x_buffer.data, DType::f32, {matmul_case.rows, matmul_case.k}};      // [rows, k]
+  Tensor out{out_buffer.data, DType::f32, {matmul_case.rows, matmul_case.m}};  // [rows, m]
+  auto weight = [&](int64_t call) {                                            // [m, k]
     char* base = static_cast<char*>(arena.data) + (call % copies) * weight_bytes;
     return Tensor{base, matmul_case.dtype, {matmul_case.m, matmul_case.k}};
   };
@@ -131,7 +133,7 @@ int run(const Options& options) {
               dispatch.back_to_back_s * 1e6, dispatch.after_sleep_s * 1e6);
 
   ReadBandwidth bandwidth = measure_read_bandwidth(backend.pool(), size_t(1) << 30, options.quick ? 3 : 5);
-  std::printf("read bandwidth: %.1f GB/s best, %.1f GB/s median (1 GiB f32 sum, all threads; checksum %.0f)\n\n",
+  std::printf("read bandwidth: %.1f GB/s best, %.1f GB/s median (1 GiB f32 sum, all threads; checksum %.0f)\n",
               bandwidth.best_gb_per_s, bandwidth.median_gb_per_s, bandwidth.checksum);
 
   // One arena of random bf16 holds every copy of every weight; a f32 weight views it as floats.
@@ -142,22 +144,25 @@ int run(const Options& options) {
   OwnedTensor x = backend.alloc(DType::f32, {kMaxRows, kMaxDim});
   OwnedTensor out = backend.alloc(DType::f32, {kMaxRows, kMaxDim});
   fill_random_f32(backend.pool(), x.view().as<float>(), kMaxRows * kMaxDim, 1.0f, 2);
+  if (options.hot)
+    std::printf("each case reuses one copy of its weight, so the weight stays in cache\n\n");
+  else
+    std::printf("each case cycles through copies of its weight filling %lld GiB, past the caches, as decode does\n\n",
+                (long long)(arena_bytes >> 30));
 
   std::vector<MatmulCase> cases;
   for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
     for (int64_t rows : {1, 2, 4, 8, 16, 32}) cases.push_back({DType::bf16, m, k, rows});
   cases.push_back({DType::f32, 4096, 4096, 1});
 
-  std::printf("%-20s %4s %6s %9s %12s %8s %9s\n", "weight [m, k]", "rows", "calls", "ms/call", "weight GB/s",
-              "% of BW", "GFLOP/s");
+  std::printf("%-20s %4s %6s %9s %12s %8s %9s\n", "weight [m, k]", "rows", "calls", "ms/call", "weight GB/s", "% of BW",
+              "GFLOP/s");
   for (const MatmulCase& c : cases) {
     CaseResult result = time_case(backend, c, arena, x, out, options.hot, budget_s);
-    double weight_bytes = double(c.m) * double(c.k) * double(dtype_size(c.dtype));
-    double gb_per_s = weight_bytes / result.seconds_per_call / 1e9;
+    double gb_per_s = double(c.weight_bytes()) / result.seconds_per_call / 1e9;
     double gflop_per_s = 2.0 * double(c.rows) * double(c.m) * double(c.k) / result.seconds_per_call / 1e9;
-    std::printf("%-20s %4lld %6d %9.3f %12.1f %7.0f%% %9.1f\n", shape_label(c).c_str(), (long long)c.rows,
-                result.calls, result.seconds_per_call * 1e3, gb_per_s, 100.0 * gb_per_s / bandwidth.best_gb_per_s,
-                gflop_per_s);
+    std::printf("%-20s %4lld %6d %9.3f %12.1f %7.0f%% %9.1f\n", shape_label(c).c_str(), (long long)c.rows, result.calls,
+                result.seconds_per_call * 1e3, gb_per_s, 100.0 * gb_per_s / bandwidth.best_gb_per_s, gflop_per_s);
   }
   std::printf("\nweight GB/s counts weight bytes only (x and out stay in cache); %% of BW is against the best pass.\n");
   print_foreign_load(cpu_before, sample_cpu());
