@@ -13,5 +13,6 @@ struct Command {
 
 Command add_generate_command(CLI::App& app);
 Command add_logits_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 }  // namespace lockstep::cli

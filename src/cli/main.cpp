@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   std::vector<lockstep::cli::Command> commands = {
       lockstep::cli::add_generate_command(app),
       lockstep::cli::add_logits_command(app),
+      lockstep::cli::add_serve_command(app),
   };
   try {
     app.parse(argc, argv);

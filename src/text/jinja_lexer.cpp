@@ -1,6 +1,7 @@
 #include "text/jinja_lexer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 

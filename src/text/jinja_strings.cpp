@@ -197,6 +197,28 @@ std::vector<std::string> python_rsplit(std::string_view text, const std::optiona
   return parts;
 }
 
+std::vector<std::string> python_splitlines(std::string_view text, bool keepends) {
+  std::vector<std::string> lines;
+  std::u32string cps = utf8_decode(text);
+  size_t start = 0, i = 0;
+  while (i < cps.size()) {
+    char32_t c = cps[i];
+    bool is_break = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) ||
+                    c == 0x85 || c == 0x2028 || c == 0x2029;
+    if (!is_break) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    i += (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ? 2 : 1;
+    lines.push_back(
+        utf8_encode(std::u32string_view(cps).substr(start, (keepends ? i : end) - start)));
+    start = i;
+  }
+  if (start < cps.size()) lines.push_back(utf8_encode(std::u32string_view(cps).substr(start)));
+  return lines;
+}
+
 std::string python_replace(std::string_view text, std::string_view old_text,
                            std::string_view new_text, int64_t count) {
   std::string out;

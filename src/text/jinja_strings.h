@@ -32,6 +32,9 @@ void utf8_append(std::string& out, char32_t code_point);
 [[nodiscard]] std::vector<std::string> python_rsplit(std::string_view text,
                                                      const std::optional<std::string>& sep,
                                                      int64_t maxsplit);
+// Python's str.splitlines(keepends): breaks at \n, \r, \r\n, \v, \f, \x1c-\x1e, U+0085,
+// U+2028 and U+2029.
+[[nodiscard]] std::vector<std::string> python_splitlines(std::string_view text, bool keepends);
 // Python's str.replace(old, new, count); count < 0: all occurrences.
 [[nodiscard]] std::string python_replace(std::string_view text, std::string_view old_text,
                                          std::string_view new_text, int64_t count);

@@ -333,4 +333,10 @@ Expected<std::vector<Value>> bind_args(const std::string& function, const CallAr
   return values;
 }
 
+Status expect_no_args(const std::string& function, const CallArgs& args) {
+  if (!args.positional.empty() || !args.keywords.empty())
+    return Error{function + "() takes no arguments"};
+  return Status();
+}
+
 }  // namespace lockstep::jinja

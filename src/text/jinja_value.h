@@ -158,6 +158,9 @@ struct Param {
                                                      const CallArgs& args,
                                                      std::span<const Param> params);
 
+// Fails naming `function` when the call has any argument.
+[[nodiscard]] Status expect_no_args(const std::string& function, const CallArgs& args);
+
 }  // namespace lockstep::jinja
 
 // Evaluates an Expected expression; on error returns the error from the enclosing function,

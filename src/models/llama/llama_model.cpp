@@ -84,6 +84,10 @@ void LlamaModel::allocate(const ModelOptions& options) {
   info_.max_rows = options.max_rows;
   info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
 
+  info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
+  for (const LlamaLayer& layer : layers_)
+    for (const OwnedTensor* w : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
+      info_.decode_weight_bytes += int64_t(w->view().bytes());
   std::vector<float> table = rope_cos_sin_table(c.rope, c.head_dim, info_.max_context);
   rope_table_ = backend_.alloc(DType::f32, {info_.max_context, c.head_dim});
   backend_.upload(rope_table_, table.data());

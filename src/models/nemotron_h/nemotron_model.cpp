@@ -127,6 +127,22 @@ void NemotronModel::allocate(const ModelOptions& options) {
   info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
   info_.state_slots = std::max<int32_t>(1, options.state_slots);
 
+  info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
+  for (const NemotronLayer& layer : layers_) {
+    auto bytes = [](const OwnedTensor& t) { return int64_t(t.view().bytes()); };
+    const auto& m = layer.mamba;
+    const auto& a = layer.attention;
+    const auto& moe = layer.moe;
+    switch (layer.kind) {
+      case LayerKind::mamba: info_.decode_weight_bytes += bytes(m.in_proj) + bytes(m.out_proj); break;
+      case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wq) + bytes(a.wk) + bytes(a.wv) + bytes(a.wo); break;
+      case LayerKind::mlp: info_.decode_weight_bytes += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
+      case LayerKind::moe:
+        info_.decode_weight_bytes += bytes(moe.router) + bytes(moe.shared.up) + bytes(moe.shared.down) +
+                                     (bytes(moe.up) + bytes(moe.down)) / c.experts * c.top_k;
+        break;
+    }
+  }
   for (NemotronLayer& layer : layers_) {
     if (layer.kind == LayerKind::attention) {
       Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};

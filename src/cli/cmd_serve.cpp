@@ -1,0 +1,116 @@
+// lockstep serve: the OpenAI-compatible HTTP server over the lane host.
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "server/http_server.h"
+#include "server/openai_server.h"
+#include "text/model_text.h"
+
+namespace lockstep::cli {
+
+namespace {
+
+struct ServeFlags {
+  ModelFlags model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int32_t parallel = 8;
+  int32_t max_queue = 64;
+  int64_t chunk = 256;
+  float temperature = 0.0f;
+  bool no_thinking = false;
+  bool no_drafts = false;
+  double prompt_cache_gib = 0;
+  size_t max_body_bytes = 8 << 20;
+};
+
+std::string folder_name(const std::string& dir) {
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  size_t slash = trimmed.rfind('/');
+  return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+}
+
+int run_serve(const ServeFlags& flags) {
+  // SIGINT and SIGTERM go to one watcher thread, which stops the server; every thread made
+  // from here on inherits the block.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ModelOptions options;
+  options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
+  options.state_slots = flags.parallel;
+  ModelFlags model_flags = flags.model;
+  if (model_flags.context == 0) model_flags.context = 4096;
+  // The KV pool: --parallel streams of the full context, each reserved at admission.
+  options.kv_pages = int32_t(flags.parallel * ((model_flags.context + options.page_size - 1) / options.page_size));
+  auto loaded = load(model_flags, options);
+  if (!loaded.ok()) return fail(loaded.error().message);
+  auto text = ModelText::load(flags.model.model_dir);
+  if (!text.ok()) return fail(text.error().message);
+
+  ServeSettings settings;
+  settings.model_name = folder_name(flags.model.model_dir);
+  settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
+  settings.default_temperature = flags.temperature;
+  settings.thinking = !flags.no_thinking;
+  OpenAiServer api(*loaded->model, *text, settings);
+
+  HttpSettings http;
+  http.host = flags.host;
+  http.port = flags.port;
+  http.max_body_bytes = flags.max_body_bytes;
+  HttpServer server(http, [&api](const HttpRequest& request, HttpResponder& responder) { api.handle(request, responder); });
+  if (Status listening = server.listen(); !listening.ok()) return fail(listening.message());
+  std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
+            << flags.host << ":" << server.port() << " with " << flags.parallel << " parallel streams, context "
+            << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
+            << std::endl;
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (done) return;  // woken by ourselves after the server stopped
+    std::cerr << "lockstep: stopping (signal " << signal << ")" << std::endl;
+    server.stop();
+  });
+  server.serve();
+  api.stop();
+  done = true;
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* command = app.add_subcommand("serve", "Serve a model over OpenAI-compatible HTTP");
+  add_model_flags(*command, flags->model);
+  command->add_option("--host", flags->host, "address to listen on");
+  command->add_option("--port", flags->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  command->add_option("--parallel", flags->parallel, "streams decoded together; more wait in the queue")
+      ->check(CLI::Range(1, 1024));
+  command->add_option("--max-queue", flags->max_queue, "streams that may wait; past it, 503 with Retry-After")
+      ->check(CLI::Range(0, 1 << 20));
+  command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)));
+  command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
+  command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
+  command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,
+                      "prompt cache size (accepted; the prompt cache is not built yet, so this does nothing)");
+  command->add_flag("--no-drafts", flags->no_drafts, "turn MTP drafts off (accepted; drafts are not built yet)");
+  return {command, [flags] { return run_serve(*flags); }};
+}
+
+}  // namespace lockstep::cli

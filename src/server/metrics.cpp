@@ -1,0 +1,91 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace lockstep {
+
+namespace {
+
+std::string number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+void counter(std::string& out, const std::string& name, const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " + number(value) + "\n";
+}
+
+void gauge(std::string& out, const std::string& name, const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + number(value) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += counts_.back();
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+ServerMetrics::ServerMetrics()
+    : first_token_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      gap_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}) {}
+
+void ServerMetrics::request_done(const std::string& outcome) {
+  std::lock_guard lock(mutex_);
+  if (outcome == "ok") ++ok_;
+  else if (outcome == "cancelled") ++cancelled_;
+  else if (outcome == "invalid") ++invalid_;
+  else if (outcome == "busy") ++busy_;
+  else ++failed_;
+}
+
+void ServerMetrics::time_to_first_token(double seconds) {
+  std::lock_guard lock(mutex_);
+  first_token_.observe(seconds);
+}
+
+void ServerMetrics::gap_between_tokens(double seconds) {
+  std::lock_guard lock(mutex_);
+  gap_.observe(seconds);
+}
+
+std::string ServerMetrics::render(const LaneStats& lanes) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out += "# HELP lockstep_requests_total Requests by outcome.\n# TYPE lockstep_requests_total counter\n";
+  for (auto [name, value] : {std::pair{"ok", ok_}, {"cancelled", cancelled_}, {"invalid", invalid_}, {"busy", busy_},
+                             {"failed", failed_}})
+    out += std::string("lockstep_requests_total{outcome=\"") + name + "\"} " + std::to_string(value) + "\n";
+  counter(out, "lockstep_prompt_tokens_total", "Prompt tokens filled.", double(lanes.prompt_tokens));
+  counter(out, "lockstep_generated_tokens_total", "Tokens generated.", double(lanes.generated_tokens));
+  counter(out, "lockstep_fill_steps_total", "Fill steps (one chunk of one prompt).", double(lanes.fill_steps));
+  counter(out, "lockstep_rounds_total", "Rounds (one row per decoding stream).", double(lanes.rounds));
+  counter(out, "lockstep_round_rows_total", "Rows over all rounds; divided by rounds, the mean round width.",
+          double(lanes.round_rows));
+  gauge(out, "lockstep_queue_length", "Streams waiting for admission.", double(lanes.queued));
+  gauge(out, "lockstep_active_streams", "Streams filling or decoding.", double(lanes.active));
+  gauge(out, "lockstep_unreserved_kv_pages", "KV pages not promised to any stream.", double(lanes.unreserved_pages));
+  first_token_.render("lockstep_time_to_first_token_seconds", "From request to its first token.", out);
+  gap_.render("lockstep_inter_token_seconds", "Gap between consecutive tokens of a stream.", out);
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,90 @@
+#include "server/openai_format.h"
+
+namespace lockstep {
+
+std::string token_text(const ModelText& text, int32_t id) {
+  if (!text.has_tokenizer()) return std::to_string(id);
+  return text.tokenizer().decode({id}, false);
+}
+
+nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens, bool chat,
+                             size_t text_offset) {
+  if (tokens.empty()) return nullptr;
+  auto bytes_of = [](const std::string& s) {
+    std::vector<int> bytes;
+    for (unsigned char c : s) bytes.push_back(c);
+    return bytes;
+  };
+  if (chat) {
+    nlohmann::json content = nlohmann::json::array();
+    for (const TokenLogprobs& token : tokens) {
+      std::string piece = token_text(text, token.id);
+      nlohmann::json top = nlohmann::json::array();
+      for (auto [id, logprob] : token.top) {
+        std::string alt = token_text(text, id);
+        top.push_back({{"token", alt}, {"logprob", logprob}, {"bytes", bytes_of(alt)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", token.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  for (const TokenLogprobs& token : tokens) {
+    std::string piece = token_text(text, token.id);
+    pieces.push_back(piece);
+    logprobs.push_back(token.logprob);
+    nlohmann::json top = nlohmann::json::object();
+    for (auto [id, logprob] : token.top) top[token_text(text, id)] = logprob;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+  }
+  return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,
+                            const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
+                            const std::string& finish_reason) {
+  nlohmann::json choice = {{"index", 0},
+                           {"logprobs", logprobs},
+                           {"finish_reason", finish_reason.empty() ? nlohmann::json() : nlohmann::json(finish_reason)}};
+  if (header.chat) {
+    nlohmann::json message = nlohmann::json::object();
+    if (first) message["role"] = "assistant";
+    if (!delta.empty() || first) message["content"] = delta;
+    choice["delta"] = message;
+  } else {
+    choice["text"] = delta;
+  }
+  if (ids) choice["token_ids"] = *ids;
+  return {{"id", header.id},
+          {"object", header.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", header.created},
+          {"model", header.model},
+          {"choices", nlohmann::json::array({choice})}};
+}
+
+nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
+                          const nlohmann::json& logprobs, const std::string& finish_reason, size_t prompt_tokens,
+                          size_t completion_tokens, uint64_t seed) {
+  nlohmann::json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+  if (header.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  if (ids) choice["token_ids"] = *ids;
+  return {{"id", header.id},
+          {"object", header.chat ? "chat.completion" : "text_completion"},
+          {"created", header.created},
+          {"model", header.model},
+          {"choices", nlohmann::json::array({choice})},
+          {"usage", usage_json(prompt_tokens, completion_tokens)},
+          {"seed", seed}};
+}
+
+}  // namespace lockstep

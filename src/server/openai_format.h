@@ -1,0 +1,40 @@
+// The JSON shapes of OpenAI's completion and chat completion replies and stream chunks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lanes/request.h"
+#include "text/model_text.h"
+
+namespace lockstep {
+
+struct ReplyHeader {
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  bool chat = false;
+};
+
+// A token's text for logprobs: its decoded piece, or its id when there is no tokenizer.
+std::string token_text(const ModelText& text, int32_t id);
+
+// The logprobs object of one choice, for `tokens` (empty: null).
+nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens, bool chat,
+                             size_t text_offset);
+
+// One stream chunk: a text delta (and the role on the first chat chunk), ids, logprobs,
+// finish reason (empty: null).
+nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,
+                            const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
+                            const std::string& finish_reason);
+
+// The whole reply of a non-streaming request.
+nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
+                          const nlohmann::json& logprobs, const std::string& finish_reason, size_t prompt_tokens,
+                          size_t completion_tokens, uint64_t seed);
+
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens);
+
+}  // namespace lockstep

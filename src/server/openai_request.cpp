@@ -1,0 +1,189 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+
+namespace lockstep {
+
+namespace {
+
+RequestError bad(const std::string& message, const std::string& param = "") {
+  return RequestError{400, message, "invalid_request_error", param, ""};
+}
+
+// Reads an optional field of one JSON type; nullopt when absent or null.
+template <class T>
+std::optional<T> field(const nlohmann::json& body, const char* key, std::optional<RequestError>& error) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null() || error) return std::nullopt;
+  bool right_type = false;
+  if constexpr (std::is_same_v<T, bool>) right_type = it->is_boolean();
+  else if constexpr (std::is_integral_v<T>) right_type = it->is_number_integer();
+  else if constexpr (std::is_floating_point_v<T>) right_type = it->is_number();
+  else if constexpr (std::is_same_v<T, std::string>) right_type = it->is_string();
+  if (!right_type) {
+    error = bad(std::string("'") + key + "' has the wrong type", key);
+    return std::nullopt;
+  }
+  return it->get<T>();
+}
+
+// Chat content: a string, or an array of {"type": "text", "text": ...} parts.
+std::optional<std::string> content_text(const nlohmann::json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_null()) return std::string();
+  if (!content.is_array()) return std::nullopt;
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      return std::nullopt;
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, const RequestContext& context,
+                                        CompletionRequest& out) {
+  const ModelText& text = *context.text;
+  if (chat) {
+    auto messages = body.find("messages");
+    if (messages == body.end() || !messages->is_array()) return bad("'messages' must be an array", "messages");
+    if (messages->empty()) return bad("'messages' is empty", "messages");
+    nlohmann::json normalised = nlohmann::json::array();
+    for (const auto& message : *messages) {
+      if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
+        return bad("each message needs a string 'role'", "messages");
+      auto content = content_text(message.value("content", nlohmann::json()));
+      if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
+      nlohmann::json copy = message;
+      copy["content"] = *content;
+      normalised.push_back(copy);
+    }
+    nlohmann::json kwargs = nlohmann::json::object();
+    if (!context.thinking) kwargs["enable_thinking"] = false;
+    if (auto extra = body.find("chat_template_kwargs"); extra != body.end() && !extra->is_null()) {
+      if (!extra->is_object()) return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      for (auto& [key, value] : extra->items()) kwargs[key] = value;
+    }
+    auto ids = text.encode_chat(normalised, kwargs);
+    if (!ids.ok()) return bad(ids.error().message, "messages");
+    out.generate.prompt = std::move(*ids);
+    return std::nullopt;
+  }
+  auto prompt = body.find("prompt");
+  if (prompt == body.end() || prompt->is_null()) return bad("'prompt' is required", "prompt");
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+    auto ids = text.encode(out.prompt_text, true);
+    if (!ids.ok()) return bad(ids.error().message, "prompt");
+    out.generate.prompt = std::move(*ids);
+  } else if (prompt->is_array()) {
+    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, out);
+    for (const auto& id : *prompt) {
+      if (!id.is_number_integer()) return bad("'prompt' must be a string or an array of token ids", "prompt");
+      int64_t value = id.get<int64_t>();
+      if (value < 0 || value >= context.info->vocab_size)
+        return bad("token id " + std::to_string(value) + " is outside the vocabulary [0, " +
+                       std::to_string(context.info->vocab_size) + ")",
+                   "prompt");
+      out.generate.prompt.push_back(int32_t(value));
+    }
+  } else {
+    return bad("'prompt' must be a string or an array of token ids", "prompt");
+  }
+  if (out.generate.prompt.empty()) return bad("the prompt is empty", "prompt");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string error_body(const RequestError& error) {
+  nlohmann::json body = {{"error",
+                          {{"message", error.message},
+                           {"type", error.type},
+                           {"param", error.param.empty() ? nlohmann::json() : nlohmann::json(error.param)},
+                           {"code", error.code.empty() ? nlohmann::json() : nlohmann::json(error.code)}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& text, bool chat,
+                                                                      const RequestContext& context) {
+  nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
+  if (body.is_discarded()) return bad("the body is not valid JSON");
+  if (!body.is_object()) return bad("the body must be a JSON object");
+  CompletionRequest out;
+  out.chat = chat;
+  std::optional<RequestError> error;
+  auto model = field<std::string>(body, "model", error);
+  if (model && *model != context.model_name)
+    return RequestError{404, "the model '" + *model + "' does not exist; this server serves '" + context.model_name + "'",
+                        "invalid_request_error", "model", "model_not_found"};
+  if (auto prompt_error = read_prompt(body, chat, context, out)) return *prompt_error;
+
+  const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
+  auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);
+  auto temperature = field<double>(body, "temperature", error);
+  auto top_p = field<double>(body, "top_p", error);
+  auto top_k = field<int64_t>(body, "top_k", error);
+  auto min_p = field<double>(body, "min_p", error);
+  auto seed = field<int64_t>(body, "seed", error);
+  auto n = field<int64_t>(body, "n", error);
+  out.stream = field<bool>(body, "stream", error).value_or(false);
+  out.return_token_ids = field<bool>(body, "return_token_ids", error).value_or(false);
+  out.draft = field<bool>(body, "draft", error).value_or(true);
+  out.echo = !chat && field<bool>(body, "echo", error).value_or(false);
+  out.generate.ignore_eos = field<bool>(body, "ignore_eos", error).value_or(false);
+  if (chat) {
+    bool logprobs = field<bool>(body, "logprobs", error).value_or(false);
+    auto top = field<int64_t>(body, "top_logprobs", error);
+    if (top && (*top < 0 || *top > 20)) return bad("'top_logprobs' must be between 0 and 20", "top_logprobs");
+    if (top && !logprobs) return bad("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (logprobs) out.generate.top_logprobs = int32_t(top.value_or(0));
+  } else {
+    auto logprobs = field<int64_t>(body, "logprobs", error);
+    if (logprobs && (*logprobs < 0 || *logprobs > 20)) return bad("'logprobs' must be between 0 and 20", "logprobs");
+    if (logprobs) out.generate.top_logprobs = int32_t(*logprobs);
+  }
+  if (error) return *error;
+  if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
+    if (!options->is_object()) return bad("'stream_options' must be an object", "stream_options");
+    out.include_usage = options->value("include_usage", false);
+  }
+  if (auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
+    if (stop->is_string()) out.stop.push_back(stop->get<std::string>());
+    else if (stop->is_array() && stop->size() <= 16) {
+      for (const auto& s : *stop) {
+        if (!s.is_string()) return bad("'stop' must be a string or an array of strings", "stop");
+        out.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad("'stop' must be a string or an array of up to 16 strings", "stop");
+    }
+  }
+  if (n && *n != 1) return bad("only n = 1 is supported", "n");
+  if (room < 1)
+    return bad("the prompt has " + std::to_string(out.generate.prompt.size()) + " tokens; this model's context holds " +
+                   std::to_string(context.info->max_context) + " including at least one generated token",
+               "prompt");
+  if (max_tokens && *max_tokens < 1) return bad("'max_tokens' must be at least 1", "max_tokens");
+  if (max_tokens && *max_tokens > room)
+    return bad("the prompt (" + std::to_string(out.generate.prompt.size()) + " tokens) plus max_tokens (" +
+                   std::to_string(*max_tokens) + ") is over this model's context of " +
+                   std::to_string(context.info->max_context),
+               "max_tokens");
+  out.generate.max_tokens = max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
+  SamplingParams& sampling = out.generate.sampling;
+  sampling.temperature = float(temperature.value_or(context.default_temperature));
+  if (top_p) sampling.top_p = float(*top_p);
+  if (top_k) {
+    if (*top_k < -1 || *top_k > (int64_t(1) << 30)) return bad("'top_k' is out of range", "top_k");
+    sampling.top_k = *top_k == -1 ? 0 : int(*top_k);
+  }
+  if (min_p) sampling.min_p = float(*min_p);
+  if (seed && *seed < 0) return bad("'seed' must not be negative", "seed");
+  out.seed_given = seed.has_value();
+  sampling.seed = seed ? uint64_t(*seed) : fresh_seed();
+  if (Status valid = validate(sampling); !valid.ok()) return bad(valid.message());
+  return out;
+}
+
+}  // namespace lockstep

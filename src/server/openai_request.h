@@ -1,0 +1,55 @@
+// The bodies of POST /v1/completions and /v1/chat/completions, parsed and checked. Every
+// problem is a RequestError with the HTTP status and OpenAI's error fields, so a client gets
+// a clear 4xx and nothing else is touched.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "lanes/request.h"
+#include "models/model.h"
+#include "text/model_text.h"
+
+namespace lockstep {
+
+struct RequestError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the field at fault, when one is
+  std::string code;   // e.g. "model_not_found"
+};
+
+// What the server knows when it reads a request.
+struct RequestContext {
+  const ModelInfo* info = nullptr;
+  const ModelText* text = nullptr;
+  std::string model_name;       // the id /v1/models lists
+  float default_temperature = 0.0f;
+  bool thinking = true;         // false: --no-thinking (enable_thinking=false unless the request says)
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  GenerateRequest generate;     // prompt ids, max_tokens, sampling, logprobs
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  bool return_token_ids = false;
+  bool draft = true;            // accepted; meaningful once an MTP head exists
+  bool echo = false;            // completions: the reply text starts with the prompt
+  std::string prompt_text;      // for echo
+};
+
+// Parses and checks a body. chat selects the chat endpoint's fields (messages, ...).
+[[nodiscard]] std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& body, bool chat,
+                                                                                    const RequestContext& context);
+
+// {"error": {"message", "type", "param", "code"}}
+std::string error_body(const RequestError& error);
+
+}  // namespace lockstep

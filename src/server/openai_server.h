@@ -1,0 +1,52 @@
+// The OpenAI-compatible API over the lane host: POST /v1/completions and
+// /v1/chat/completions (with server-sent events when stream is true), GET /v1/models,
+// /health and /metrics. Each request is one stream; a client that goes away cancels it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "lanes/lane_host.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "text/model_text.h"
+
+namespace lockstep {
+
+struct ServeSettings {
+  std::string model_name;           // the id clients send as "model"
+  LaneSettings lanes;
+  float default_temperature = 0.0f;
+  bool thinking = true;             // false: --no-thinking
+};
+
+class OpenAiServer {
+ public:
+  // The model and text must outlive the server. Starts the lane thread.
+  OpenAiServer(Model& model, const ModelText& text, ServeSettings settings);
+  ~OpenAiServer();
+
+  // The HTTP handler: routes one request. Safe from many connection threads at once.
+  void handle(const HttpRequest& request, HttpResponder& responder);
+  // Cancels every stream and stops the lane thread.
+  void stop();
+
+  LaneHost& lanes() { return lanes_; }
+  ServerMetrics& metrics() { return metrics_; }
+
+ private:
+  void completion(const HttpRequest& request, HttpResponder& responder, bool chat);
+  void send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome);
+
+  Model& model_;
+  const ModelText& text_;
+  ServeSettings settings_;
+  RequestContext context_;
+  LaneHost lanes_;
+  ServerMetrics metrics_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace lockstep

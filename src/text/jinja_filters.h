@@ -1,0 +1,21 @@
+// The filters (`value | name(args)`) and tests (`value is name(args)`) templates may use:
+// jinja2's built-in ones that chat templates call, with transformers' `tojson` (ensure_ascii
+// False, indent, separators and sort_keys, no HTML escaping). Fixed tables; looked up by name.
+#pragma once
+
+#include <string_view>
+
+#include "text/jinja_value.h"
+
+namespace lockstep::jinja {
+
+// Filters and tests get the value and the call's other arguments. Errors carry no position;
+// the renderer adds the place of the call.
+using FilterFunction = Expected<Value> (*)(const Value& input, const CallArgs& args);
+using TestFunction = Expected<bool> (*)(const Value& input, const CallArgs& args);
+
+// Null when there is no filter or test of that name.
+[[nodiscard]] FilterFunction find_filter(std::string_view name);
+[[nodiscard]] TestFunction find_test(std::string_view name);
+
+}  // namespace lockstep::jinja

@@ -1,0 +1,41 @@
+#include "text/model_text.h"
+
+#include <filesystem>
+
+namespace lockstep {
+
+Expected<ModelText> ModelText::load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  ModelText text;
+  fs::path tokenizer = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(tokenizer)) {
+    auto loaded = Tokenizer::load(tokenizer.string());
+    if (!loaded.ok()) return loaded.error();
+    text.tokenizer_ = std::move(*loaded);
+  }
+  fs::path config = fs::path(dir) / "tokenizer_config.json";
+  if (fs::exists(config)) {
+    auto chat = load_chat_settings(config.string());
+    if (chat.ok()) text.chat_ = std::move(*chat);
+    else if (chat.error().message.find("no chat_template") == std::string::npos) return chat.error();
+  }
+  return text;
+}
+
+Expected<std::vector<int32_t>> ModelText::encode(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) return make_error("this model folder has no tokenizer.json: send token ids instead of text");
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
+Expected<std::string> ModelText::render(const nlohmann::json& messages, const nlohmann::json& kwargs) const {
+  if (!chat_) return make_error("this model folder has no chat template (tokenizer_config.json chat_template)");
+  return render_chat(*chat_, messages, kwargs);
+}
+
+Expected<std::vector<int32_t>> ModelText::encode_chat(const nlohmann::json& messages, const nlohmann::json& kwargs) const {
+  auto prompt = render(messages, kwargs);
+  if (!prompt.ok()) return prompt.error();
+  return encode(*prompt, false);
+}
+
+}  // namespace lockstep

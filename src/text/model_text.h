@@ -1,0 +1,39 @@
+// The text side of a model folder: its tokenizer (tokenizer.json) and chat template
+// (tokenizer_config.json), each optional. A folder without them still serves token ids.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace lockstep {
+
+class ModelText {
+ public:
+  // Loads what the folder has; a file that exists but fails to load is an error.
+  [[nodiscard]] static Expected<ModelText> load(const std::string& dir);
+
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  bool has_chat_template() const { return chat_.has_value(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
+  // Text to ids. add_special_tokens: what the folder's post-processor adds (a BOS for Llama).
+  [[nodiscard]] Expected<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens) const;
+  // The chat prompt for `messages` (an array of {role, content}), ready to generate from.
+  [[nodiscard]] Expected<std::string> render(const nlohmann::json& messages, const nlohmann::json& kwargs) const;
+  // The chat prompt's ids: rendered, then encoded without extra special tokens.
+  [[nodiscard]] Expected<std::vector<int32_t>> encode_chat(const nlohmann::json& messages,
+                                                           const nlohmann::json& kwargs) const;
+
+ private:
+  std::shared_ptr<Tokenizer> tokenizer_;
+  std::optional<ChatSettings> chat_;
+};
+
+}  // namespace lockstep

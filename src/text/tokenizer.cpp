@@ -1,0 +1,206 @@
+#include "text/tokenizer.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "io/json_file.h"
+#include "text/tokenizer_json_options.h"
+#include "text/tokenizer_utf8.h"
+
+namespace lockstep {
+
+// Per-call state of encode(): the BPE workspace, and the ids of words already seen in this
+// call (text repeats its words, and merging is most of the cost).
+struct Tokenizer::EncodeScratch {
+  static constexpr size_t kLongestCachedWord = 256;  // bytes
+  text::BpeModel::Workspace workspace;
+  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, text::StringHash,
+                     std::equal_to<>>
+      cached;  // word -> (offset, count) in cached_ids
+  std::vector<int32_t> cached_ids;
+};
+
+namespace {
+
+Error in_file(const std::string& path, const Error& error) {
+  return Error{path + ": " + error.message};
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& tokenizer_json_path) {
+  const std::string& path = tokenizer_json_path;
+  Expected<nlohmann::json> read = read_json_file(path);
+  if (!read.ok()) return read.error();
+  const nlohmann::json& json = *read;
+  if (!json.is_object()) return Error{path + ": not a JSON object"};
+  Status keys = text::check_keys(json, "tokenizer.json",
+                                 {"version", "truncation", "padding", "added_tokens", "normalizer",
+                                  "pre_tokenizer", "post_processor", "decoder", "model"});
+  if (!keys.ok()) return in_file(path, keys.error());
+  for (const char* key : {"truncation", "padding"})
+    if (json.contains(key) && !json[key].is_null())
+      return Error{path + ": \"" + key + "\" is set; truncation and padding are not supported"};
+  auto value = [&](const char* key) { return json.contains(key) ? json[key] : nlohmann::json(); };
+
+  auto tokenizer = std::unique_ptr<Tokenizer>(new Tokenizer());
+  auto normalizer = text::parse_normalizer(value("normalizer"));
+  if (!normalizer.ok()) return in_file(path, normalizer.error());
+  tokenizer->normalizer_ = std::move(normalizer).value();
+  auto pre_tokenizer = text::parse_pre_tokenizer(value("pre_tokenizer"));
+  if (!pre_tokenizer.ok()) return in_file(path, pre_tokenizer.error());
+  tokenizer->pre_tokenizer_ = std::move(pre_tokenizer).value();
+  if (!json.contains("model")) return Error{path + ": no \"model\""};
+  auto model = text::BpeModel::parse(json["model"]);
+  if (!model.ok()) return in_file(path, model.error());
+  tokenizer->model_ = std::move(model).value();
+  auto decoder = text::Decoder::parse(value("decoder"));
+  if (!decoder.ok()) return in_file(path, decoder.error());
+  tokenizer->decoder_ = std::move(decoder).value();
+  auto post_processor = text::PostProcessor::parse(value("post_processor"));
+  if (!post_processor.ok()) return in_file(path, post_processor.error());
+  tokenizer->post_processor_ = std::move(post_processor).value();
+  auto added = text::parse_added_tokens(value("added_tokens"));
+  if (!added.ok()) return in_file(path, added.error());
+
+  // The id table: the model's vocabulary, then added tokens (which win, as in Hugging Face).
+  int32_t size = 0;
+  for (const auto& [token, id] : tokenizer->model_->vocab()) size = std::max(size, id + 1);
+  for (const text::AddedToken& token : *added) size = std::max(size, token.id + 1);
+  tokenizer->tokens_.assign(size, std::string());
+  tokenizer->has_token_.assign(size, false);
+  for (const auto& [token, id] : tokenizer->model_->vocab()) {
+    tokenizer->tokens_[id] = token;
+    tokenizer->has_token_[id] = true;
+  }
+  std::unordered_set<std::string> special_contents;
+  for (const text::AddedToken& token : *added) {
+    tokenizer->tokens_[token.id] = token.content;
+    tokenizer->has_token_[token.id] = true;
+    tokenizer->added_ids_[token.content] = token.id;
+    if (token.special) special_contents.insert(token.content);
+  }
+  tokenizer->special_.assign(size, false);
+  for (int32_t id = 0; id < size; ++id)
+    tokenizer->special_[id] = tokenizer->has_token_[id] && special_contents.count(tokenizer->tokens_[id]);
+
+  // Matchers: special tokens first, then the others, each in file order; tokens marked
+  // `normalized` are looked for in normalized text, by their normalized content.
+  std::vector<text::AddedToken> ordered;
+  for (bool special : {true, false})
+    for (const text::AddedToken& token : *added)
+      if (token.special == special && !token.content.empty()) ordered.push_back(token);
+  for (bool normalized : {false, true}) {
+    std::vector<std::string> patterns;
+    std::vector<text::AddedToken> tokens;
+    for (const text::AddedToken& token : ordered) {
+      if (token.normalized != normalized) continue;
+      bool normalize = normalized && tokenizer->normalizer_ && text::utf8_is_valid(token.content);
+      patterns.push_back(normalize ? tokenizer->normalizer_->normalize(token.content) : token.content);
+      tokens.push_back(token);
+    }
+    if (tokens.empty()) continue;
+    auto matcher = text::AddedTokenMatcher::build(std::move(patterns), std::move(tokens));
+    if (!matcher.ok()) return in_file(path, matcher.error());
+    (normalized ? tokenizer->normalized_added_ : tokenizer->raw_added_).emplace(std::move(matcher).value());
+  }
+  return tokenizer;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  std::string repaired;
+  if (!text::utf8_is_valid(text)) {
+    repaired = text::utf8_lossy(text);
+    text = repaired;
+  }
+  std::vector<int32_t> ids;
+  EncodeScratch scratch;
+  auto encode_normalized = [&](std::string_view piece, int32_t id) {
+    if (id >= 0)
+      ids.push_back(id);
+    else
+      encode_plain(piece, scratch, ids);
+  };
+  auto encode_raw = [&](std::string_view piece, int32_t id) {
+    if (id >= 0) {
+      ids.push_back(id);
+      return;
+    }
+    std::string normalized;
+    if (normalizer_) {
+      normalized = normalizer_->normalize(piece);
+      piece = normalized;
+    }
+    if (normalized_added_)
+      normalized_added_->split(piece, encode_normalized);
+    else
+      encode_plain(piece, scratch, ids);
+  };
+  if (raw_added_)
+    raw_added_->split(text, encode_raw);
+  else
+    encode_raw(text, -1);
+  return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;
+}
+
+void Tokenizer::encode_plain(std::string_view text, EncodeScratch& scratch,
+                             std::vector<int32_t>& ids) const {
+  auto encode_word = [&](std::string_view word) {
+    if (word.size() > EncodeScratch::kLongestCachedWord) {
+      model_->tokenize(word, scratch.workspace, ids);
+      return;
+    }
+    auto cached = scratch.cached.find(word);
+    if (cached == scratch.cached.end()) {
+      size_t first = ids.size();
+      model_->tokenize(word, scratch.workspace, ids);
+      auto offset = static_cast<uint32_t>(scratch.cached_ids.size());
+      scratch.cached_ids.insert(scratch.cached_ids.end(), ids.begin() + first, ids.end());
+      scratch.cached.emplace(word, std::pair{offset, static_cast<uint32_t>(ids.size() - first)});
+      return;
+    }
+    auto [offset, count] = cached->second;
+    ids.insert(ids.end(), scratch.cached_ids.begin() + offset,
+               scratch.cached_ids.begin() + offset + count);
+  };
+  if (text.empty()) return;
+  if (pre_tokenizer_)
+    pre_tokenizer_->split(text, encode_word);
+  else
+    encode_word(text);
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string_view> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    std::optional<std::string_view> token = id_to_token(id);
+    if (!token || (skip_special_tokens && special_[id])) continue;
+    tokens.push_back(*token);
+  }
+  return decoder_.decode(tokens, false).text;
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  auto added = added_ids_.find(token);
+  if (added != added_ids_.end()) return added->second;
+  auto found = model_->vocab().find(token);
+  if (found != model_->vocab().end()) return found->second;
+  return std::nullopt;
+}
+
+std::optional<std::string_view> Tokenizer::id_to_token(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !has_token_[id]) return std::nullopt;
+  return std::string_view(tokens_[id]);
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && special_[id];
+}
+
+text::DecodedText Tokenizer::decode_tokens(const std::vector<std::string_view>& tokens,
+                                           bool continuation) const {
+  return decoder_.decode(tokens, continuation);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,76 @@
+// A Hugging Face tokenizer (tokenizer.json) that encodes and decodes exactly as the `tokenizers`
+// library does: added tokens, normalizer, pre-tokenizer, BPE model, post-processor and decoder,
+// for the byte-level BPE files of Llama 3, Qwen3 and DeepSeek V3 and the byte-fallback BPE of
+// Gemma 3. Anything in a file that this code does not implement fails the load, by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "text/streaming_detokenizer.h"  // the incremental decode() comes with the tokenizer
+#include "text/tokenizer_added_tokens.h"
+#include "text/tokenizer_bpe.h"
+#include "text/tokenizer_decoder.h"
+#include "text/tokenizer_normalizer.h"
+#include "text/tokenizer_post_processor.h"
+#include "text/tokenizer_pre_tokenizer.h"
+
+namespace lockstep {
+
+// Immutable once loaded: every method is const and safe to call from several threads at once.
+class Tokenizer {
+ public:
+  // Loads a tokenizer.json. Fails naming the file and the unsupported normalizer, pre-tokenizer,
+  // model, decoder or post-processor type or option, or what is malformed.
+  [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> load(
+      const std::string& tokenizer_json_path);
+
+  // The ids of `text`, as Hugging Face's encode(text, add_special_tokens).input_ids.
+  // add_special_tokens applies the post-processor (Llama 3's and Gemma's BOS). Text that is not
+  // valid UTF-8 is encoded as if each ill-formed sequence were U+FFFD. Roughly linear in the
+  // input, including long words and long runs of one character.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+
+  // The text of `ids`, as Hugging Face's decode(ids, skip_special_tokens). Ids outside the
+  // vocabulary are skipped (as there).
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+
+  // One past the largest id, counting added tokens.
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  // The id of a token string (added tokens first, then the model's vocabulary).
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  // The token string of `id`, or nullopt for an id with no token.
+  std::optional<std::string_view> id_to_token(int32_t id) const;
+  // Whether `id` is a special token (skipped by skip_special_tokens).
+  bool is_special(int32_t id) const;
+
+  // Runs token strings through the decoder, reporting how much of the text is final; for
+  // StreamingDetokenizer. `continuation`: the tokens follow others already decoded.
+  text::DecodedText decode_tokens(const std::vector<std::string_view>& tokens,
+                                  bool continuation) const;
+
+ private:
+  Tokenizer() = default;
+  struct EncodeScratch;
+  // Pre-tokenizes and encodes normalized text that holds no added token.
+  void encode_plain(std::string_view text, EncodeScratch& scratch, std::vector<int32_t>& ids) const;
+
+  std::unique_ptr<text::Normalizer> normalizer_;      // null: none
+  std::unique_ptr<text::PreTokenizer> pre_tokenizer_;  // null: none
+  std::unique_ptr<text::BpeModel> model_;
+  std::optional<text::AddedTokenMatcher> raw_added_;         // tokens matched in the raw text
+  std::optional<text::AddedTokenMatcher> normalized_added_;  // ... in normalized text
+  text::Decoder decoder_;
+  text::PostProcessor post_processor_;
+  std::vector<std::string> tokens_;  // by id; empty for an id with no token
+  std::vector<bool> has_token_;
+  std::vector<bool> special_;
+  text::Vocab added_ids_;  // added token content -> id
+};
+
+}  // namespace lockstep

@@ -1,0 +1,267 @@
+// End to end: the real server on a free loopback port with the fixture models, talked to over
+// HTTP. Concurrency, streaming, disconnects and bad input; every reply's ids equal its alone
+// reply.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "http_client.h"
+#include "models/registry.h"
+#include "server/http_server.h"
+#include "server/openai_server.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+// A server over one fixture model, serving on its own thread.
+class TestServer {
+ public:
+  // fixture: a folder in tests/data; slow: serve bench/models/nemotron_h_small with random
+  // weights instead, a model slow enough on this CPU that a long reply takes many seconds.
+  TestServer(const std::string& fixture, int32_t parallel, int32_t max_queue, size_t max_body = 1 << 20,
+             bool slow = false)
+      : backend_(2) {
+    ModelOptions options;
+    options.max_rows = 64;
+    options.max_context = 512;
+    options.state_slots = parallel;
+    options.kv_pages = parallel * 32;
+    const std::string dir = slow ? test_data("../../bench/models/nemotron_h_small") : test_data(fixture);
+    auto model = load_model(dir, backend_, options, slow ? WeightChoice::dummy : WeightChoice::checkpoint);
+    EXPECT_TRUE(model.ok()) << model.error().message;
+    model_ = std::move(*model);
+    auto text = ModelText::load(dir);
+    EXPECT_TRUE(text.ok());
+    text_ = std::move(*text);
+    ServeSettings settings;
+    settings.model_name = fixture;
+    settings.lanes = {64, parallel, max_queue};
+    api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
+    HttpSettings http;
+    http.port = 0;
+    http.max_body_bytes = max_body;
+    http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
+    EXPECT_TRUE(http_->listen().ok());
+    thread_ = std::thread([this] { http_->serve(); });
+  }
+  ~TestServer() {
+    http_->stop();
+    thread_.join();
+    api_->stop();
+  }
+  int port() const { return http_->port(); }
+  OpenAiServer& api() { return *api_; }
+
+ private:
+  CpuBackend backend_;
+  std::unique_ptr<Model> model_;
+  ModelText text_;
+  std::unique_ptr<OpenAiServer> api_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+};
+
+json post(int port, const std::string& path, const json& body, int* status = nullptr) {
+  HttpReply reply = http_request(port, "POST", path, body.dump());
+  if (status) *status = reply.status;
+  json parsed = json::parse(reply.body, nullptr, false);
+  return parsed;
+}
+
+json completion_body(const std::string& model, int salt, bool seeded, int max_tokens = 8) {
+  std::vector<int> prompt;
+  for (int i = 0; i < 3 + salt * 17; ++i) prompt.push_back((i * 31 + salt * 7) % 500);
+  json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"return_token_ids", true},
+               {"ignore_eos", true}};
+  if (seeded) body.update({{"temperature", 0.9}, {"seed", 1234 + salt}});
+  return body;
+}
+
+// The ids of a reply, streamed or not.
+std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream) {
+  std::vector<int32_t> ids;
+  if (!stream) {
+    json body = json::parse(reply.body, nullptr, false);
+    if (body.is_discarded() || !body.contains("choices")) return ids;
+    return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  }
+  for (const std::string& payload : sse_payloads(reply.body)) {
+    if (payload == "[DONE]") break;
+    json chunk = json::parse(payload);
+    for (const auto& choice : chunk["choices"])
+      if (choice.contains("token_ids")) {
+        auto more = choice["token_ids"].get<std::vector<int32_t>>();
+        ids.insert(ids.end(), more.begin(), more.end());
+      }
+  }
+  return ids;
+}
+
+class ServerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ServerTest, HealthModelsAndRoutes) {
+  TestServer server(GetParam(), 2, 8);
+  EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
+  HttpReply models = http_request(server.port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(json::parse(models.body)["data"][0]["id"], GetParam());
+  EXPECT_EQ(http_request(server.port(), "GET", "/nowhere").status, 404);
+  EXPECT_EQ(http_request(server.port(), "GET", "/v1/completions").status, 405);
+}
+
+TEST_P(ServerTest, ConcurrentRepliesEqualTheirAloneReplies) {
+  TestServer server(GetParam(), 8, 64);
+  const int port = server.port();
+  for (bool seeded : {false, true}) {
+    std::vector<json> bodies;
+    std::vector<std::vector<int32_t>> alone;
+    for (int i = 0; i < 8; ++i) {
+      bodies.push_back(completion_body(GetParam(), i, seeded, 4 + i));
+      alone.push_back(reply_ids(http_request(port, "POST", "/v1/completions", bodies.back().dump()), false));
+      ASSERT_EQ(alone.back().size(), size_t(4 + i));
+    }
+    std::vector<std::future<std::vector<int32_t>>> replies;
+    for (int i = 0; i < 8; ++i) {
+      bool stream = i % 2 == 1;
+      json body = bodies[size_t(i)];
+      body["stream"] = stream;
+      replies.push_back(std::async(std::launch::async, [port, body, stream] {
+        return reply_ids(http_request(port, "POST", "/v1/completions", body.dump()), stream);
+      }));
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(replies[size_t(i)].get(), alone[size_t(i)]) << "request " << i;
+  }
+}
+
+TEST_P(ServerTest, StreamingFramesAreServerSentEvents) {
+  TestServer server(GetParam(), 2, 8);
+  json body = completion_body(GetParam(), 1, false, 5);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body.dump());
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.headers["content-type"], "text/event-stream");
+  std::vector<std::string> payloads = sse_payloads(reply.body);
+  ASSERT_GE(payloads.size(), 3u);
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  json usage = json::parse(payloads[payloads.size() - 2]);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 5);
+  json last = json::parse(payloads[payloads.size() - 3]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(last["object"], "text_completion");
+}
+
+TEST(ServerSlow, ADisconnectedClientFreesItsSlotForTheQueue) {
+  TestServer server("slow", 1, 8, 1 << 20, /*slow=*/true);
+  for (bool stream : {true, false}) {
+    json endless = completion_body("slow", 2, false, 400);
+    endless["stream"] = stream;
+    {
+      OpenRequest hanging(server.port(), "POST", "/v1/completions", endless.dump());
+      ASSERT_TRUE(hanging.connected());
+      if (stream) EXPECT_NE(hanging.read_until("data: ").find("data: "), std::string::npos);
+      else std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }  // hangs up
+    // One stream at a time, and the abandoned one would run for many seconds: this finishes
+    // quickly only if the abandoned stream was cancelled.
+    auto start = std::chrono::steady_clock::now();
+    HttpReply next = http_request(server.port(), "POST", "/v1/completions", completion_body("slow", 3, false, 2).dump(), 60);
+    EXPECT_EQ(next.status, 200) << (stream ? "after a streaming client left" : "after a waiting client left");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+  }
+  HttpReply metrics = http_request(server.port(), "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("lockstep_requests_total{outcome=\"cancelled\"} 2"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("lockstep_active_streams 0"), std::string::npos);
+}
+
+TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
+  TestServer server(GetParam(), 4, 4, 4096);
+  const int port = server.port();
+  json good = completion_body(GetParam(), 4, true, 24);
+  std::vector<int32_t> alone = reply_ids(http_request(port, "POST", "/v1/completions", good.dump()), false);
+  std::vector<std::future<std::vector<int32_t>>> goods;
+  for (int i = 0; i < 2; ++i)
+    goods.push_back(std::async(std::launch::async, [port, good] {
+      return reply_ids(http_request(port, "POST", "/v1/completions", good.dump()), false);
+    }));
+  std::string model = GetParam();
+  struct Bad {
+    std::string body;
+    int status;
+    std::string mention;
+  } bads[] = {
+      {"{not json", 400, "JSON"},
+      {R"({"prompt": [1, 2], "max_tokens": "ten"})", 400, "max_tokens"},
+      {R"({"prompt": [1, 2], "model": "other"})", 404, "other"},
+      {R"({"max_tokens": 3})", 400, "prompt"},
+      {R"({"prompt": []})", 400, "empty"},
+      {R"({"prompt": [1, 99999]})", 400, "99999"},
+      {R"({"prompt": [1, -3]})", 400, "-3"},
+      {R"({"prompt": [1, 2], "max_tokens": 100000})", 400, "context"},
+      {R"({"prompt": [1, 2], "max_tokens": -1})", 400, "max_tokens"},
+      {R"({"prompt": [1, 2], "temperature": -1})", 400, "temperature"},
+      {R"({"prompt": [1, 2], "top_p": 7})", 400, "top_p"},
+      {R"({"prompt": [1, 2], "n": 2})", 400, "n"},
+      {R"({"prompt": [1, 2], "logprobs": 21})", 400, "logprobs"},
+      {R"({"prompt": [1, 2], "stop": 5})", 400, "stop"},
+      {R"({"prompt": "text, but this folder has no tokenizer"})", 400, "tokenizer"},
+      {R"([1, 2, 3])", 400, "object"},
+      {"{\"prompt\": [" + std::string(5000, '1') + "]}", 413, ""},
+  };
+  for (const Bad& bad : bads) {
+    HttpReply reply = http_request(port, "POST", "/v1/completions", bad.body);
+    EXPECT_EQ(reply.status, bad.status) << bad.body.substr(0, 80);
+    json error = json::parse(reply.body, nullptr, false);
+    ASSERT_FALSE(error.is_discarded()) << reply.body;
+    ASSERT_TRUE(error.contains("error")) << reply.body;
+    EXPECT_NE(error["error"]["message"].get<std::string>().find(bad.mention), std::string::npos)
+        << error["error"]["message"];
+  }
+  HttpReply chat = http_request(port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(chat.status, 400) << "no chat template in a fixture folder";
+  for (auto& reply : goods) EXPECT_EQ(reply.get(), alone);
+  HttpReply metrics = http_request(port, "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("lockstep_requests_total{outcome=\"invalid\"}"), std::string::npos);
+}
+
+TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
+  TestServer server("slow", 1, 1, 1 << 20, /*slow=*/true);
+  json slow = completion_body("slow", 5, false, 300);
+  OpenRequest first(server.port(), "POST", "/v1/completions", slow.dump());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  OpenRequest second(server.port(), "POST", "/v1/completions", slow.dump());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  HttpReply third = http_request(server.port(), "POST", "/v1/completions", slow.dump());
+  EXPECT_EQ(third.status, 503);
+  EXPECT_EQ(third.headers["retry-after"], "1");
+  json error = json::parse(third.body, nullptr, false);
+  ASSERT_TRUE(error.contains("error"));
+}
+
+TEST_P(ServerTest, LogprobsCarryTheChosenIdAndAlternatives) {
+  TestServer server(GetParam(), 2, 8);
+  json body = completion_body(GetParam(), 6, false, 4);
+  body["logprobs"] = 3;
+  json reply = post(server.port(), "/v1/completions", body);
+  ASSERT_TRUE(reply.contains("choices")) << reply.dump();
+  json logprobs = reply["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["token_logprobs"].size(), 4u);
+  ASSERT_EQ(logprobs["top_logprobs"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LE(logprobs["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(logprobs["top_logprobs"][i].size(), 3u);
+    // Greedy: the chosen id is the most likely one.
+    EXPECT_EQ(logprobs["tokens"][i], std::to_string(reply["choices"][0]["token_ids"][i].get<int>()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ServerTest, ::testing::Values("llama", "nemotron_h"));
+
+}  // namespace
+}  // namespace lockstep
