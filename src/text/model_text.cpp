@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "io/json_file.h"
+
 namespace lockstep {
 
 Expected<ModelText> ModelText::load(const std::string& dir) {
@@ -15,9 +17,13 @@ Expected<ModelText> ModelText::load(const std::string& dir) {
   }
   fs::path config = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(config)) {
-    auto chat = load_chat_settings(config.string());
-    if (chat.ok()) text.chat_ = std::move(*chat);
-    else if (chat.error().message.find("no chat_template") == std::string::npos) return chat.error();
+    auto json = read_json_file(config.string());
+    if (!json.ok()) return json.error();
+    if (json->contains("chat_template")) {
+      auto chat = load_chat_settings(config.string());
+      if (!chat.ok()) return chat.error();
+      text.chat_ = std::move(*chat);
+    }
   }
   return text;
 }

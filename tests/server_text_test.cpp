@@ -1,0 +1,193 @@
+// The server's text path end to end: a model folder with a tokenizer and a chat template
+// (the llama fixture's weights with a small byte-level BPE tokenizer made here), so string
+// prompts, chat messages, streamed text and stop strings all go through HTTP.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "http_client.h"
+#include "io/temp_dir.h"
+#include "models/registry.h"
+#include "server/http_server.h"
+#include "server/openai_server.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+// GPT-2's byte-to-character map, which byte-level BPE vocabularies are written in.
+std::string byte_char(int b) {
+  int code = b;
+  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
+    int n = 0;
+    for (int x = 0; x < b; ++x)
+      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
+    code = 256 + n;
+  }
+  std::string out;
+  if (code < 0x80) out += char(code);
+  else {
+    out += char(0xC0 | (code >> 6));
+    out += char(0x80 | (code & 0x3F));
+  }
+  return out;
+}
+
+// A byte-level BPE tokenizer over the fixture's 512 ids: 256 bytes, 254 merges of letter
+// pairs, and two special tokens for the chat template.
+void write_tokenizer(const TempDir& dir) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  json merges = json::array();
+  int next = 256;
+  for (char a = 'a'; a <= 'z' && next < 510; ++a)
+    for (char b = 'a'; b <= 'z' && next < 510; ++b) {
+      merges.push_back(std::string(1, a) + " " + std::string(1, b));
+      vocab[std::string(1, a) + std::string(1, b)] = next++;
+    }
+  auto special = [](int id, const char* text) {
+    return json{{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                {"normalized", false}, {"special", true}};
+  };
+  json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", {special(510, "<|im_start|>"), special(511, "<|im_end|>")}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+        {"vocab", vocab}, {"merges", merges}}}};
+  ASSERT_TRUE(dir.write_file("tokenizer.json", tokenizer.dump()).ok());
+  json config = {{"bos_token", nullptr}, {"eos_token", "<|im_end|>"},
+                 {"chat_template",
+                  "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}};
+  ASSERT_TRUE(dir.write_file("tokenizer_config.json", config.dump()).ok());
+  for (const char* file : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(test_data("llama") + "/" + file, dir.file(file));
+}
+
+class TextServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto made = TempDir::create();
+    ASSERT_TRUE(made.ok());
+    dir = std::make_unique<TempDir>(std::move(*made));
+    write_tokenizer(*dir);
+    ModelOptions options;
+    options.max_rows = 64;
+    options.max_context = 512;
+    options.state_slots = 4;
+    options.kv_pages = 4 * 32;
+    auto loaded = load_model(dir->path(), backend, options);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    model = std::move(*loaded);
+    auto loaded_text = ModelText::load(dir->path());
+    ASSERT_TRUE(loaded_text.ok()) << loaded_text.error().message;
+    text = std::move(*loaded_text);
+    ASSERT_TRUE(text.has_tokenizer());
+    ASSERT_TRUE(text.has_chat_template());
+    ServeSettings settings;
+    settings.model_name = "tiny";
+    settings.lanes = {64, 4, 16};
+    api = std::make_unique<OpenAiServer>(*model, text, settings);
+    HttpSettings http;
+    http.port = 0;
+    server = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api->handle(r, w); });
+    ASSERT_TRUE(server->listen().ok());
+    thread = std::thread([this] { server->serve(); });
+  }
+  void TearDown() override {
+    if (server) server->stop();
+    if (thread.joinable()) thread.join();
+    if (api) api->stop();
+  }
+  json post(const std::string& path, const json& body) {
+    HttpReply reply = http_request(server->port(), "POST", path, body.dump());
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body, nullptr, false);
+  }
+  std::string streamed_text(const std::string& path, json body, std::string* finish = nullptr) {
+    body["stream"] = true;
+    HttpReply reply = http_request(server->port(), "POST", path, body.dump());
+    std::string out;
+    for (const std::string& payload : sse_payloads(reply.body)) {
+      if (payload == "[DONE]") break;
+      json chunk = json::parse(payload);
+      json choice = chunk["choices"][0];
+      if (choice.contains("text")) out += choice["text"].get<std::string>();
+      if (choice.contains("delta") && choice["delta"].contains("content")) out += choice["delta"]["content"].get<std::string>();
+      if (finish && !choice["finish_reason"].is_null()) *finish = choice["finish_reason"];
+    }
+    return out;
+  }
+
+  std::unique_ptr<TempDir> dir;
+  CpuBackend backend{2};
+  std::unique_ptr<Model> model;
+  ModelText text;
+  std::unique_ptr<OpenAiServer> api;
+  std::unique_ptr<HttpServer> server;
+  std::thread thread;
+};
+
+TEST_F(TextServer, StringPromptsStreamTheSameTextAsOneReply) {
+  json body = {{"prompt", "the quick brown fox"}, {"max_tokens", 24}, {"ignore_eos", true}, {"return_token_ids", true}};
+  json whole = post("/v1/completions", body);
+  std::string text_reply = whole["choices"][0]["text"];
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 24);
+  std::vector<int32_t> ids = whole["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(text_reply, text.tokenizer().decode(ids, true));
+  EXPECT_EQ(streamed_text("/v1/completions", body), text_reply);
+}
+
+TEST_F(TextServer, AStopStringEndsTheReplyJustBeforeIt) {
+  json body = {{"prompt", "hello there"}, {"max_tokens", 40}, {"ignore_eos", true}};
+  std::string full = post("/v1/completions", body)["choices"][0]["text"];
+  ASSERT_GE(full.size(), 12u);
+  // A stop string from the middle of the reply (valid UTF-8, not at the very start).
+  size_t at = full.size() / 2;
+  while (at < full.size() && (static_cast<unsigned char>(full[at]) & 0xC0) == 0x80) ++at;
+  size_t end = at + 1;
+  while (end < full.size() && (static_cast<unsigned char>(full[end]) & 0xC0) == 0x80) ++end;
+  std::string stop = full.substr(at, end - at);
+  std::string expected = full.substr(0, full.find(stop));
+  body["stop"] = {stop};
+  json stopped = post("/v1/completions", body);
+  EXPECT_EQ(stopped["choices"][0]["text"], expected);
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  std::string finish;
+  EXPECT_EQ(streamed_text("/v1/completions", body, &finish), expected);
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
+  json messages = json::array({{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", "hi"}}});
+  json body = {{"messages", messages}, {"max_tokens", 6}, {"ignore_eos", true}};
+  json reply = post("/v1/chat/completions", body);
+  ASSERT_TRUE(reply.contains("choices")) << reply.dump();
+  EXPECT_EQ(reply["object"], "chat.completion");
+  EXPECT_EQ(reply["choices"][0]["message"]["role"], "assistant");
+  auto prompt = text.encode_chat(messages, json::object());
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt->size());
+  EXPECT_EQ(prompt->front(), 510);  // <|im_start|> matched as one special token
+  EXPECT_EQ(streamed_text("/v1/chat/completions", body), reply["choices"][0]["message"]["content"]);
+  // Content given as text parts means the same.
+  json parts = body;
+  parts["messages"][1]["content"] = json::array({{{"type", "text"}, {"text", "h"}}, {{"type", "text"}, {"text", "i"}}});
+  EXPECT_EQ(post("/v1/chat/completions", parts)["choices"][0]["message"], reply["choices"][0]["message"]);
+}
+
+}  // namespace
+}  // namespace lockstep
