@@ -7,6 +7,7 @@
 
 #include "lanes/lane_host.h"
 #include "models/registry.h"
+#include "text/model_text.h"
 
 namespace lockstep::cli {
 
@@ -19,8 +20,9 @@ struct Line {
   std::optional<StreamEnd> end;
 };
 
-// One input line: {"tokens": [...]} with optional max_tokens, temperature, seed, top_k, top_p, min_p.
-Line parse_line(const std::string& text, const BatchFlags& flags) {
+// One input line: {"tokens": [...]}, {"prompt": "..."} or {"messages": [...]}, with optional
+// max_tokens, temperature, seed, top_k, top_p, min_p.
+Line parse_line(const std::string& text, const BatchFlags& flags, const ModelText& model_text) {
   Line line;
   nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
@@ -32,12 +34,21 @@ Line parse_line(const std::string& text, const BatchFlags& flags) {
   request.sampling = flags.sampling;
   request.ignore_eos = flags.ignore_eos;
   try {
-    if (!json.contains("tokens")) {
-      line.error = json.contains("prompt") || json.contains("messages")
-                       ? "text prompts need a tokenizer (tokenizer.json) in the model folder"
-                       : "the line has no \"tokens\"";
+    int given = int(json.contains("tokens")) + int(json.contains("prompt")) + int(json.contains("messages"));
+    if (given != 1) {
+      line.error = "a line needs one of \"tokens\", \"prompt\" and \"messages\"";
       return line;
     }
+    if (json.contains("prompt") || json.contains("messages")) {
+      auto ids = json.contains("prompt") ? model_text.encode(json.at("prompt").get<std::string>(), true)
+                                         : model_text.encode_chat(json.at("messages"), chat_kwargs(flags.no_thinking));
+      if (!ids.ok()) {
+        line.error = ids.error().message;
+        return line;
+      }
+      request.prompt = *ids;
+    }
+    if (json.contains("tokens"))
     for (const auto& id : json.at("tokens")) {
       if (!id.is_number_integer()) throw std::invalid_argument("\"tokens\" must hold integer ids");
       int64_t value = id.get<int64_t>();
@@ -63,10 +74,12 @@ Line parse_line(const std::string& text, const BatchFlags& flags) {
 int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   std::ifstream input(flags.path);
   if (!input) return fail("cannot read the batch file '" + flags.path + "'");
+  auto model_text = ModelText::load(model_flags.model_dir);
+  if (!model_text.ok()) return fail(model_text.error().message);
   std::vector<Line> lines;
   std::string text;
   while (std::getline(input, text))
-    if (text.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(parse_line(text, flags));
+    if (text.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(parse_line(text, flags, *model_text));
 
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
@@ -92,9 +105,10 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
       exit_code = 1;
     } else {
       out["ids"] = line.ids;
+      if (model_text->has_tokenizer()) out["text"] = model_text->tokenizer().decode(line.ids, true);
       out["finish_reason"] = finish_reason_name(line.end->reason);
     }
-    std::cout << out.dump() << "\n";
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   return exit_code;
 }

@@ -17,6 +17,7 @@ struct BatchFlags {
   int64_t max_tokens = 16;     // defaults for lines that do not say
   SamplingParams sampling;
   bool ignore_eos = false;
+  bool no_thinking = false;   // render "messages" lines with enable_thinking=false
 };
 
 // Runs the batch and prints one JSON line per input line: {"index", "ids", "finish_reason"}

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct LoadedModel {
 
 // "1,2,3" -> {1, 2, 3}; an error for anything but comma-separated integers.
 [[nodiscard]] Expected<std::vector<int32_t>> parse_token_list(const std::string& text);
+
+// A --messages file: a non-empty JSON array of {role, content}.
+[[nodiscard]] Expected<nlohmann::json> read_messages(const std::string& path);
+// The chat template's extra arguments: enable_thinking=false with --no-thinking.
+nlohmann::json chat_kwargs(bool no_thinking);
 
 // Prints "lockstep: error: <message>" to stderr and returns the exit code 1.
 int fail(const std::string& message);

@@ -1,11 +1,12 @@
-// lockstep generate: one prompt (--tokens), or a batch of them (--batch FILE.jsonl), through
-// the lane host: fill in chunks, then decode token by token with the KV cache.
+// lockstep generate: one prompt (--tokens, --prompt or --messages), or a batch of them
+// (--batch FILE.jsonl), through the lane host: fill in chunks, then decode token by token.
 #include <iostream>
 
 #include "cli/batch_generate.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "lanes/lane_host.h"
+#include "text/model_text.h"
 
 namespace lockstep::cli {
 
@@ -14,6 +15,9 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   std::string tokens;
+  std::optional<std::string> prompt;
+  std::string messages;
+  bool no_thinking = false;
   std::string batch;
   int32_t parallel = 8;
   int64_t max_tokens = 16;
@@ -28,9 +32,22 @@ struct GenerateFlags {
   int64_t chunk = 256;
 };
 
+// The prompt's ids from --tokens, --prompt or --messages (exactly one of them).
+Expected<std::vector<int32_t>> prompt_ids(const GenerateFlags& flags, const ModelText& text) {
+  int given = int(!flags.tokens.empty()) + int(flags.prompt.has_value()) + int(!flags.messages.empty());
+  if (given == 0) return make_error("give a prompt: --tokens 1,2,3, --prompt TEXT or --messages FILE.json (or --batch FILE.jsonl)");
+  if (given > 1) return make_error("give one of --tokens, --prompt and --messages");
+  if (!flags.tokens.empty()) return parse_token_list(flags.tokens);
+  if (flags.prompt) return text.encode(*flags.prompt, true);
+  auto messages = read_messages(flags.messages);
+  if (!messages.ok()) return messages.error();
+  return text.encode_chat(*messages, chat_kwargs(flags.no_thinking));
+}
+
 int run_one(const GenerateFlags& flags) {
-  if (flags.tokens.empty() && flags.batch.empty()) return fail("give a prompt: --tokens 1,2,3 (or --batch FILE.jsonl)");
-  auto prompt = parse_token_list(flags.tokens);
+  auto text = ModelText::load(flags.model.model_dir);
+  if (!text.ok()) return fail(text.error().message);
+  auto prompt = prompt_ids(flags, *text);
   if (!prompt.ok()) return fail(prompt.error().message);
   GenerateRequest request;
   request.prompt = *prompt;
@@ -45,10 +62,15 @@ int run_one(const GenerateFlags& flags) {
   auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   LaneHost host(*loaded->model, {flags.chunk, 1, 1});
+  // Text as it decodes, or ids with --ids (and always when the folder has no tokenizer).
+  const bool print_text = text->has_tokenizer() && !flags.ids;
+  std::optional<StreamingDetokenizer> detokenizer;
+  if (print_text) detokenizer.emplace(text->tokenizer(), true);
   bool first = true;
   std::optional<StreamEnd> end;
   auto submitted = host.submit(request, {[&](int32_t id) {
-                                           std::cout << (first ? "" : " ") << id << std::flush;
+                                           if (print_text) std::cout << detokenizer->push(id) << std::flush;
+                                           else std::cout << (first ? "" : " ") << id << std::flush;
                                            first = false;
                                          },
                                          [&](const StreamEnd& how) { end = how; }});
@@ -56,6 +78,7 @@ int run_one(const GenerateFlags& flags) {
   if (!flags.seed_given && flags.temperature > 0) std::cerr << "seed: " << request.sampling.seed << "\n";
   while (host.step()) {
   }
+  if (print_text) std::cout << detokenizer->finish();
   std::cout << "\n";
   if (!end || end->kind != StreamEnd::Kind::finished) return fail(end ? end->error : "the stream did not finish");
   return 0;
@@ -63,7 +86,8 @@ int run_one(const GenerateFlags& flags) {
 
 int run_generate(const GenerateFlags& flags) {
   if (flags.batch.empty()) return run_one(flags);
-  if (!flags.tokens.empty()) return fail("give either --tokens or --batch, not both");
+  if (!flags.tokens.empty() || flags.prompt || !flags.messages.empty())
+    return fail("give either a prompt or --batch, not both");
   BatchFlags batch;
   batch.path = flags.batch;
   batch.parallel = flags.parallel;
@@ -71,6 +95,7 @@ int run_generate(const GenerateFlags& flags) {
   batch.max_tokens = flags.max_tokens;
   batch.sampling = {flags.temperature, flags.top_k, flags.top_p, flags.min_p, flags.seed};
   batch.ignore_eos = flags.ignore_eos;
+  batch.no_thinking = flags.no_thinking;
   if (Status valid = validate(batch.sampling); !valid.ok()) return fail(valid.message());
   return run_batch(flags.model, batch);
 }
@@ -82,6 +107,10 @@ Command add_generate_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("generate", "Generate tokens for one prompt, or a batch of prompts");
   add_model_flags(*command, flags->model);
   command->add_option("--tokens", flags->tokens, "prompt token ids, comma-separated: 1,2,3");
+  command->add_option("--prompt", flags->prompt, "prompt text (needs tokenizer.json in the model folder)");
+  command->add_option("--messages", flags->messages, "chat messages, a JSON file of [{role, content}], through the "
+                                                     "model's chat template");
+  command->add_flag("--no-thinking", flags->no_thinking, "render --messages with enable_thinking=false");
   command->add_option("--batch", flags->batch,
                       "JSONL file, a line per prompt: {\"tokens\": [...], \"max_tokens\": N, \"temperature\": T, "
                       "\"seed\": S, ...}; prints a JSON line per prompt, in input order");
@@ -97,8 +126,8 @@ Command add_generate_command(CLI::App& app) {
       ->each([flags](const std::string&) { flags->seed_given = true; });
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
-  command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line (the default until "
-                                         "the model folder has a tokenizer)");
+  command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line, instead of text "
+                                         "(always so when the model folder has no tokenizer)");
   command->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence ids");
   return {command, [flags] { return run_generate(*flags); }};
 }

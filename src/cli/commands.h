@@ -14,5 +14,7 @@ struct Command {
 Command add_generate_command(CLI::App& app);
 Command add_logits_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
+Command add_render_command(CLI::App& app);
 
 }  // namespace lockstep::cli

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
       lockstep::cli::add_generate_command(app),
       lockstep::cli::add_logits_command(app),
       lockstep::cli::add_serve_command(app),
+      lockstep::cli::add_tokenize_command(app),
+      lockstep::cli::add_render_command(app),
   };
   try {
     app.parse(argc, argv);

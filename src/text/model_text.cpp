@@ -6,11 +6,11 @@
 
 namespace lockstep {
 
-Expected<ModelText> ModelText::load(const std::string& dir) {
+Expected<ModelText> ModelText::load(const std::string& dir, bool with_tokenizer) {
   namespace fs = std::filesystem;
   ModelText text;
   fs::path tokenizer = fs::path(dir) / "tokenizer.json";
-  if (fs::exists(tokenizer)) {
+  if (with_tokenizer && fs::exists(tokenizer)) {
     auto loaded = Tokenizer::load(tokenizer.string());
     if (!loaded.ok()) return loaded.error();
     text.tokenizer_ = std::move(*loaded);

@@ -17,7 +17,8 @@ namespace lockstep {
 class ModelText {
  public:
   // Loads what the folder has; a file that exists but fails to load is an error.
-  [[nodiscard]] static Expected<ModelText> load(const std::string& dir);
+  // with_tokenizer false skips tokenizer.json (rendering needs only the template).
+  [[nodiscard]] static Expected<ModelText> load(const std::string& dir, bool with_tokenizer = true);
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_.has_value(); }

@@ -1,0 +1,86 @@
+// lockstep tokenize and lockstep render: the text side of a model folder on its own.
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "io/json_file.h"
+#include "text/model_text.h"
+
+namespace lockstep::cli {
+
+namespace {
+
+struct TokenizeFlags {
+  std::string model_dir;
+  std::optional<std::string> text;
+  bool add_special_tokens = false;
+};
+
+int run_tokenize(const TokenizeFlags& flags) {
+  auto text = ModelText::load(flags.model_dir);
+  if (!text.ok()) return fail(text.error().message);
+  std::string input = flags.text ? *flags.text
+                                 : std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  auto ids = text->encode(input, flags.add_special_tokens);
+  if (!ids.ok()) return fail(ids.error().message);
+  std::cout << nlohmann::json(*ids).dump() << "\n";
+  return 0;
+}
+
+struct RenderFlags {
+  std::string model_dir;
+  std::string messages;
+  bool no_thinking = false;
+};
+
+int run_render(const RenderFlags& flags) {
+  auto text = ModelText::load(flags.model_dir, /*with_tokenizer=*/false);
+  if (!text.ok()) return fail(text.error().message);
+  auto messages = read_messages(flags.messages);
+  if (!messages.ok()) return fail(messages.error().message);
+  auto prompt = text->render(*messages, chat_kwargs(flags.no_thinking));
+  if (!prompt.ok()) return fail(prompt.error().message);
+  std::cout << *prompt;
+  return 0;
+}
+
+}  // namespace
+
+Expected<nlohmann::json> read_messages(const std::string& path) {
+  auto messages = read_json_file(path);
+  if (!messages.ok()) return messages.error();
+  if (!messages->is_array() || messages->empty()) return make_error(path + ": expected a non-empty array of {role, content}");
+  for (const auto& message : *messages)
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string() ||
+        !message.contains("content"))
+      return make_error(path + ": each message needs a string 'role' and a 'content'");
+  return messages;
+}
+
+nlohmann::json chat_kwargs(bool no_thinking) {
+  nlohmann::json kwargs = nlohmann::json::object();
+  if (no_thinking) kwargs["enable_thinking"] = false;
+  return kwargs;
+}
+
+Command add_tokenize_command(CLI::App& app) {
+  auto flags = std::make_shared<TokenizeFlags>();
+  CLI::App* command = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
+  command->add_option("--model", flags->model_dir, "model folder with tokenizer.json")->required();
+  command->add_option("--text", flags->text, "the text (default: standard input)");
+  command->add_flag("--add-special-tokens", flags->add_special_tokens, "add what the tokenizer adds around a text (e.g. BOS)");
+  return {command, [flags] { return run_tokenize(*flags); }};
+}
+
+Command add_render_command(CLI::App& app) {
+  auto flags = std::make_shared<RenderFlags>();
+  CLI::App* command = app.add_subcommand("render", "Print the chat prompt the model sees for some messages");
+  command->add_option("--model", flags->model_dir, "model folder with tokenizer_config.json")->required();
+  command->add_option("--messages", flags->messages, "JSON file: an array of {role, content}")->required();
+  command->add_flag("--no-thinking", flags->no_thinking, "render with enable_thinking=false");
+  return {command, [flags] { return run_render(*flags); }};
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,74 @@
+// lockstep tokenize and render against the Hugging Face references, through the binary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/json_file.h"
+#include "io/temp_dir.h"
+#include "run_command.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+std::string tokenizer_dir(const std::string& name) { return test_data("../../third_party/tokenizers/" + name); }
+
+class CliText : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(tokenizer_dir(GetParam()) + "/tokenizer.json"))
+      GTEST_SKIP() << "run scripts/fetch-tokenizers first";
+  }
+};
+
+TEST_P(CliText, TokenizeMatchesTheReferenceEncodings) {
+  auto encodings = read_json_file(test_data("tokenizers/" + GetParam() + "/encodings.json"));
+  ASSERT_TRUE(encodings.ok());
+  int checked = 0;
+  for (const auto& c : (*encodings)["cases"]) {
+    if (checked++ % 10 != 0) continue;  // a sample: the unit tests check every case in process
+    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["text"]});
+    ASSERT_TRUE(result.ok());
+    ASSERT_EQ(result->exit_code, 0) << result->err;
+    EXPECT_EQ(json::parse(result->out), c["ids"]) << c["text"];
+  }
+}
+
+TEST_P(CliText, RenderMatchesTheReferencePrompts) {
+  auto chats = read_json_file(test_data("tokenizers/" + GetParam() + "/chat.json"));
+  ASSERT_TRUE(chats.ok());
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  for (const auto& c : (*chats)["cases"]) {
+    auto file = dir->write_file("messages.json", c["messages"].dump());
+    ASSERT_TRUE(file.ok());
+    std::vector<std::string> args = {"render", "--model", tokenizer_dir(GetParam()), "--messages", *file};
+    if (c["kwargs"].value("enable_thinking", true) == false) args.push_back("--no-thinking");
+    auto result = run_command(LOCKSTEP_BINARY, args);
+    ASSERT_TRUE(result.ok());
+    ASSERT_EQ(result->exit_code, 0) << result->err;
+    EXPECT_EQ(result->out, c["prompt"].get<std::string>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, CliText, ::testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3"));
+
+TEST(CliTextErrors, MissingFilesAndBadMessagesAreOneLine) {
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  auto no_tokenizer = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", dir->path(), "--text", "hi"});
+  ASSERT_TRUE(no_tokenizer.ok());
+  EXPECT_NE(no_tokenizer->exit_code, 0);
+  EXPECT_NE(no_tokenizer->err.find("tokenizer.json"), std::string::npos) << no_tokenizer->err;
+  auto bad = dir->write_file("messages.json", R"({"role": "user"})");
+  auto render = run_command(LOCKSTEP_BINARY, {"render", "--model", dir->path(), "--messages", *bad});
+  ASSERT_TRUE(render.ok());
+  EXPECT_NE(render->exit_code, 0);
+  EXPECT_EQ(render->err.find('\n'), render->err.size() - 1) << "one line: " << render->err;
+}
+
+}  // namespace
+}  // namespace lockstep
