@@ -1,0 +1,155 @@
+"""Trains lockstep's embedded model: a tiny Nemotron-H (Mamba2, attention, relu2 MLP and MoE)
+that answers the tasks of corpus.py, and writes a Hugging Face model folder.
+
+    python3 train.py --out DIR [--steps N] [--seed S]
+
+Runs on one GPU (PyTorch and transformers' nemotron_h); deterministic for a seed.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, NemotronHConfig, NemotronHForCausalLM
+
+import corpus
+
+CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+                 "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                 "{% endif %}")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def prompt_text(question):
+    return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def train_tokenizer(texts, vocab_size):
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def model_config(vocab_size, im_end):
+    return NemotronHConfig(
+        vocab_size=vocab_size, hidden_size=256, layers_block_type=[
+            "linear_attention", "full_attention", "mlp", "linear_attention", "moe", "mlp",
+            "linear_attention", "full_attention", "moe", "linear_attention", "mlp", "moe"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=768,
+        mamba_num_heads=8, mamba_head_dim=64, ssm_state_size=32, n_groups=2, conv_kernel=4, chunk_size=64,
+        n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=256, moe_shared_expert_intermediate_size=256,
+        n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=1.0, max_position_embeddings=4096,
+        use_mamba_kernels=False, tie_word_embeddings=False, bos_token_id=im_end, eos_token_id=im_end,
+        pad_token_id=0, layer_norm_epsilon=1e-5, initializer_range=0.02)
+
+
+def batches(tokenizer, seed, batch, length, device):
+    """Endless (ids, loss mask) batches of fresh examples; loss on the answer and its end tag."""
+    im_end = tokenizer.token_to_id("<|im_end|>")
+    step = 0
+    while True:
+        rows = corpus.training_examples(seed * 1_000_003 + step, batch)
+        step += 1
+        ids = torch.zeros(batch, length, dtype=torch.long)
+        mask = torch.zeros(batch, length, dtype=torch.float)
+        for i, (_, question, answer) in enumerate(rows):
+            p = tokenizer.encode(prompt_text(question)).ids
+            a = tokenizer.encode(answer).ids + [im_end]
+            seq = (p + a)[:length]
+            ids[i, :len(seq)] = torch.tensor(seq)
+            mask[i, len(p) - 1:len(seq) - 1] = 1.0  # predicts answer tokens and the end tag
+        yield ids.to(device), mask.to(device)
+
+
+@torch.no_grad()
+def answer(model, tokenizer, question, device, max_new=24):
+    im_end = tokenizer.token_to_id("<|im_end|>")
+    ids = tokenizer.encode(prompt_text(question)).ids
+    out = model.generate(torch.tensor([ids], device=device), max_new_tokens=max_new, do_sample=False,
+                         eos_token_id=im_end, pad_token_id=0)
+    new = out[0, len(ids):].tolist()
+    if im_end in new:
+        new = new[:new.index(im_end)]
+    return tokenizer.decode(new)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=6000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--eval", type=int, default=300)
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    device = "cuda"
+    started = time.time()
+
+    texts = [prompt_text(q) + a + "<|im_end|>\n" for _, q, a in corpus.examples(args.seed, 60000)]
+    tokenizer = train_tokenizer(texts, 2048)
+    im_end = tokenizer.token_to_id("<|im_end|>")
+    model = NemotronHForCausalLM(model_config(tokenizer.get_vocab_size(), im_end)).to(device)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"vocab {tokenizer.get_vocab_size()}, parameters {params / 1e6:.2f} M", flush=True)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.05)
+    warmup = 300
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps))))
+    data = batches(tokenizer, args.seed, args.batch, 64, device)
+    model.train()
+    for step in range(args.steps):
+        ids, mask = next(data)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(input_ids=ids).logits.float()
+        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1),
+                                                 reduction="none")
+        loss = (loss * mask[:, :-1].reshape(-1)).sum() / mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % 250 == 0 or step == args.steps - 1:
+            print(f"step {step} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
+
+    model.eval()
+    heldout = corpus.examples(args.seed + 1000, args.eval)
+    right = {}
+    for task, question, expected in heldout:
+        got = answer(model, tokenizer, question, device)
+        right.setdefault(task, []).append(got == expected)
+    accuracy = {task: sum(r) / len(r) for task, r in right.items()}
+    overall = sum(sum(r) for r in right.values()) / len(heldout)
+    print("held-out accuracy:", json.dumps(accuracy), f"overall {overall:.3f}", flush=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
+    GenerationConfig(eos_token_id=im_end, pad_token_id=0, bos_token_id=im_end).save_pretrained(args.out)
+    tokenizer.save(os.path.join(args.out, "tokenizer.json"))
+    with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "chat_template": CHAT_TEMPLATE, "bos_token": None,
+                   "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "model_max_length": 4096}, f, indent=2)
+    with open(os.path.join(args.out, "heldout.jsonl"), "w") as f:
+        for task, question, expected in corpus.examples(args.seed + 1000, 200):
+            f.write(json.dumps({"task": task, "question": question, "answer": expected}) + "\n")
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
+                   "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
+                   "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval}, f, indent=2)
+    print(f"wrote {args.out} in {time.time() - started:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
