@@ -6,9 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
 
 namespace lockstep {
 
@@ -56,69 +54,12 @@ std::string request_text(const std::string& method, const std::string& path, con
   return text + "\r\n" + body;
 }
 
-std::string lower(std::string text) {
-  for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-std::string dechunk(const std::string& raw) {
-  std::string out;
-  size_t at = 0;
-  while (at < raw.size()) {
-    size_t line_end = raw.find("\r\n", at);
-    if (line_end == std::string::npos) break;
-    size_t size = std::stoul(raw.substr(at, line_end - at), nullptr, 16);
-    if (size == 0) break;
-    out += raw.substr(line_end + 2, size);
-    at = line_end + 2 + size + 2;
-  }
-  return out;
-}
-
 }  // namespace
 
 HttpReply http_request(int port, const std::string& method, const std::string& path, const std::string& body,
                        int timeout_seconds) {
-  HttpReply reply;
-  int fd = connect_to(port);
-  if (fd < 0) return reply;
-  std::string raw;
-  if (send_all(fd, request_text(method, path, body))) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-    while (std::chrono::steady_clock::now() < deadline && read_some(fd, raw, 1000)) {
-    }
-  }
-  close(fd);
-  size_t header_end = raw.find("\r\n\r\n");
-  if (header_end == std::string::npos || raw.size() < 12) return reply;
-  reply.status = std::atoi(raw.c_str() + 9);
-  size_t at = raw.find("\r\n") + 2;
-  while (at < header_end) {
-    size_t end = raw.find("\r\n", at);
-    std::string line = raw.substr(at, end - at);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      reply.headers[lower(line.substr(0, colon))] = value;
-    }
-    at = end + 2;
-  }
-  std::string payload = raw.substr(header_end + 4);
-  reply.body = lower(reply.headers["transfer-encoding"]) == "chunked" ? dechunk(payload) : payload;
-  return reply;
-}
-
-std::vector<std::string> sse_payloads(const std::string& body) {
-  std::vector<std::string> payloads;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    size_t end = body.find("\n\n", at);
-    if (end == std::string::npos) break;
-    payloads.push_back(body.substr(at + 6, end - at - 6));
-    at = end + 2;
-  }
-  return payloads;
+  Expected<HttpReply> reply = http_request(HttpEndpoint{"127.0.0.1", port}, method, path, body, timeout_seconds);
+  return reply.ok() ? std::move(*reply) : HttpReply{};
 }
 
 OpenRequest::OpenRequest(int port, const std::string& method, const std::string& path, const std::string& body) {

@@ -1,25 +1,18 @@
-// A small blocking HTTP/1.1 client for the server tests: one request per connection, with
-// Content-Length or chunked replies, and a way to read a stream piece by piece and hang up.
+// The server tests' HTTP helpers: the library client (server/http_client.h) aimed at
+// 127.0.0.1, with failures as status 0, and a request that can hang up mid-reply.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
+#include "server/http_client.h"
+
 namespace lockstep {
 
-struct HttpReply {
-  int status = 0;                              // 0: no reply (connection failed or timed out)
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;                            // de-chunked
-};
-
-// Sends one request to 127.0.0.1:port and reads the whole reply (timeout in seconds).
+// Sends one request to 127.0.0.1:port and reads the whole reply (timeout in seconds); a reply
+// with status 0 when the connection failed or timed out.
 HttpReply http_request(int port, const std::string& method, const std::string& path, const std::string& body = "",
                        int timeout_seconds = 60);
-
-// The "data: ..." payloads of a server-sent event stream, in order.
-std::vector<std::string> sse_payloads(const std::string& body);
 
 // A request whose reply is read a little at a time; the destructor hangs up.
 class OpenRequest {

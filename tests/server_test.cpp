@@ -7,11 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "backend/cpu/cpu_backend.h"
 #include "http_client.h"
 #include "models/registry.h"
-#include "server/http_server.h"
-#include "server/openai_server.h"
+#include "test_server.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -19,53 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-// A server over one fixture model, serving on its own thread.
-class TestServer {
- public:
-  // fixture: a folder in tests/data; slow: serve bench/models/nemotron_h_small with random
-  // weights instead, a model slow enough on this CPU that a long reply takes many seconds.
-  TestServer(const std::string& fixture, int32_t parallel, int32_t max_queue, size_t max_body = 1 << 20,
-             bool slow = false)
-      : backend_(2) {
-    ModelOptions options;
-    options.max_rows = 64;
-    options.max_context = 512;
-    options.state_slots = parallel;
-    options.kv_pages = parallel * 32;
-    const std::string dir = slow ? test_data("../../bench/models/nemotron_h_small") : test_data(fixture);
-    auto model = load_model(dir, backend_, options, slow ? WeightChoice::dummy : WeightChoice::checkpoint);
-    EXPECT_TRUE(model.ok()) << model.error().message;
-    model_ = std::move(*model);
-    auto text = ModelText::load(dir);
-    EXPECT_TRUE(text.ok());
-    text_ = std::move(*text);
-    ServeSettings settings;
-    settings.model_name = fixture;
-    settings.lanes = {64, parallel, max_queue};
-    api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
-    HttpSettings http;
-    http.port = 0;
-    http.max_body_bytes = max_body;
-    http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
-    EXPECT_TRUE(http_->listen().ok());
-    thread_ = std::thread([this] { http_->serve(); });
-  }
-  ~TestServer() {
-    http_->stop();
-    thread_.join();
-    api_->stop();
-  }
-  int port() const { return http_->port(); }
-  OpenAiServer& api() { return *api_; }
-
- private:
-  CpuBackend backend_;
-  std::unique_ptr<Model> model_;
-  ModelText text_;
-  std::unique_ptr<OpenAiServer> api_;
-  std::unique_ptr<HttpServer> http_;
-  std::thread thread_;
-};
+std::string slow_model() { return test_data("../../bench/models/nemotron_h_small"); }
 
 json post(int port, const std::string& path, const json& body, int* status = nullptr) {
   HttpReply reply = http_request(port, "POST", path, body.dump());
@@ -106,7 +58,7 @@ std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream) {
 class ServerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ServerTest, HealthModelsAndRoutes) {
-  TestServer server(GetParam(), 2, 8);
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8});
   EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
   HttpReply models = http_request(server.port(), "GET", "/v1/models");
   ASSERT_EQ(models.status, 200);
@@ -116,7 +68,7 @@ TEST_P(ServerTest, HealthModelsAndRoutes) {
 }
 
 TEST_P(ServerTest, ConcurrentRepliesEqualTheirAloneReplies) {
-  TestServer server(GetParam(), 8, 64);
+  TestServer server(test_data(GetParam()), GetParam(), {8, 64});
   const int port = server.port();
   for (bool seeded : {false, true}) {
     std::vector<json> bodies;
@@ -140,7 +92,7 @@ TEST_P(ServerTest, ConcurrentRepliesEqualTheirAloneReplies) {
 }
 
 TEST_P(ServerTest, StreamingFramesAreServerSentEvents) {
-  TestServer server(GetParam(), 2, 8);
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8});
   json body = completion_body(GetParam(), 1, false, 5);
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
@@ -158,7 +110,7 @@ TEST_P(ServerTest, StreamingFramesAreServerSentEvents) {
 }
 
 TEST(ServerSlow, ADisconnectedClientFreesItsSlotForTheQueue) {
-  TestServer server("slow", 1, 8, 1 << 20, /*slow=*/true);
+  TestServer server(slow_model(), "slow", {1, 8, 1 << 20, 512, WeightChoice::dummy});
   for (bool stream : {true, false}) {
     json endless = completion_body("slow", 2, false, 400);
     endless["stream"] = stream;
@@ -181,7 +133,7 @@ TEST(ServerSlow, ADisconnectedClientFreesItsSlotForTheQueue) {
 }
 
 TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
-  TestServer server(GetParam(), 4, 4, 4096);
+  TestServer server(test_data(GetParam()), GetParam(), {4, 4, 4096});
   const int port = server.port();
   json good = completion_body(GetParam(), 4, true, 24);
   std::vector<int32_t> alone = reply_ids(http_request(port, "POST", "/v1/completions", good.dump()), false);
@@ -231,7 +183,7 @@ TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
 }
 
 TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
-  TestServer server("slow", 1, 1, 1 << 20, /*slow=*/true);
+  TestServer server(slow_model(), "slow", {1, 1, 1 << 20, 512, WeightChoice::dummy});
   json slow = completion_body("slow", 5, false, 300);
   OpenRequest first(server.port(), "POST", "/v1/completions", slow.dump());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -245,7 +197,7 @@ TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
 }
 
 TEST_P(ServerTest, LogprobsCarryTheChosenIdAndAlternatives) {
-  TestServer server(GetParam(), 2, 8);
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8});
   json body = completion_body(GetParam(), 6, false, 4);
   body["logprobs"] = 3;
   json reply = post(server.port(), "/v1/completions", body);

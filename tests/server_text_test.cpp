@@ -7,12 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "backend/cpu/cpu_backend.h"
 #include "http_client.h"
 #include "io/temp_dir.h"
-#include "models/registry.h"
-#include "server/http_server.h"
-#include "server/openai_server.h"
+#include "test_server.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -84,34 +81,11 @@ class TextServer : public ::testing::Test {
     ASSERT_TRUE(made.ok());
     dir = std::make_unique<TempDir>(std::move(*made));
     write_tokenizer(*dir);
-    ModelOptions options;
-    options.max_rows = 64;
-    options.max_context = 512;
-    options.state_slots = 4;
-    options.kv_pages = 4 * 32;
-    auto loaded = load_model(dir->path(), backend, options);
-    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
-    model = std::move(*loaded);
-    auto loaded_text = ModelText::load(dir->path());
-    ASSERT_TRUE(loaded_text.ok()) << loaded_text.error().message;
-    text = std::move(*loaded_text);
-    ASSERT_TRUE(text.has_tokenizer());
-    ASSERT_TRUE(text.has_chat_template());
-    ServeSettings settings;
-    settings.model_name = "tiny";
-    settings.lanes = {64, 4, 16};
-    api = std::make_unique<OpenAiServer>(*model, text, settings);
-    HttpSettings http;
-    http.port = 0;
-    server = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api->handle(r, w); });
-    ASSERT_TRUE(server->listen().ok());
-    thread = std::thread([this] { server->serve(); });
+    server = std::make_unique<TestServer>(dir->path(), "tiny");
+    ASSERT_TRUE(server->text().has_tokenizer());
+    ASSERT_TRUE(server->text().has_chat_template());
   }
-  void TearDown() override {
-    if (server) server->stop();
-    if (thread.joinable()) thread.join();
-    if (api) api->stop();
-  }
+  const ModelText& text() const { return server->text(); }
   json post(const std::string& path, const json& body) {
     HttpReply reply = http_request(server->port(), "POST", path, body.dump());
     EXPECT_EQ(reply.status, 200) << reply.body;
@@ -133,12 +107,7 @@ class TextServer : public ::testing::Test {
   }
 
   std::unique_ptr<TempDir> dir;
-  CpuBackend backend{2};
-  std::unique_ptr<Model> model;
-  ModelText text;
-  std::unique_ptr<OpenAiServer> api;
-  std::unique_ptr<HttpServer> server;
-  std::thread thread;
+  std::unique_ptr<TestServer> server;
 };
 
 TEST_F(TextServer, StringPromptsStreamTheSameTextAsOneReply) {
@@ -147,7 +116,7 @@ TEST_F(TextServer, StringPromptsStreamTheSameTextAsOneReply) {
   std::string text_reply = whole["choices"][0]["text"];
   EXPECT_EQ(whole["usage"]["completion_tokens"], 24);
   std::vector<int32_t> ids = whole["choices"][0]["token_ids"].get<std::vector<int32_t>>();
-  EXPECT_EQ(text_reply, text.tokenizer().decode(ids, true));
+  EXPECT_EQ(text_reply, text().tokenizer().decode(ids, true));
   EXPECT_EQ(streamed_text("/v1/completions", body), text_reply);
 }
 
@@ -178,7 +147,7 @@ TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
   ASSERT_TRUE(reply.contains("choices")) << reply.dump();
   EXPECT_EQ(reply["object"], "chat.completion");
   EXPECT_EQ(reply["choices"][0]["message"]["role"], "assistant");
-  auto prompt = text.encode_chat(messages, json::object());
+  auto prompt = text().encode_chat(messages, json::object());
   ASSERT_TRUE(prompt.ok());
   EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt->size());
   EXPECT_EQ(prompt->front(), 510);  // <|im_start|> matched as one special token

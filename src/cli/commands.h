@@ -11,6 +11,7 @@ struct Command {
   std::function<int()> run;  // runs it once parsed; returns the exit code
 };
 
+Command add_bench_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_logits_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lockstep: an exact, batch-invariant LLM inference server"};
   app.require_subcommand(1);
   std::vector<lockstep::cli::Command> commands = {
+      lockstep::cli::add_bench_command(app),
       lockstep::cli::add_generate_command(app),
       lockstep::cli::add_logits_command(app),
       lockstep::cli::add_serve_command(app),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -51,6 +52,7 @@ std::optional<double> parse_float(const std::string& text) {
 Expected<Value> filter_int(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"default", Value(0)}, {"base", Value(10)}};
   LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("int", args, kParams));
+  if (value.is_undefined()) return undefined_error(value);
   if (value.is_int() || value.is_bool()) return Value(value.as_int());
   if (value.is_float()) {
     if (!std::isfinite(value.as_double())) return bound[0];
@@ -72,6 +74,7 @@ Expected<Value> filter_int(const Value& value, const CallArgs& args) {
 Expected<Value> filter_float(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"default", Value(0.0)}};
   LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("float", args, kParams));
+  if (value.is_undefined()) return undefined_error(value);
   if (value.is_number()) return Value(value.as_double());
   if (value.is_string())
     if (std::optional<double> parsed = parse_float(value.as_string())) return Value(*parsed);
@@ -81,16 +84,30 @@ Expected<Value> filter_float(const Value& value, const CallArgs& args) {
 Expected<Value> filter_round(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"precision", Value(0)}, {"method", Value("common")}};
   LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("round", args, kParams));
+  if (value.is_undefined()) return undefined_error(value);
   if (!value.is_number()) return Error{"round needs a number"};
   if (!bound[0].is_int()) return Error{"round precision must be an integer"};
   std::string method = to_str(bound[1]);
   int64_t precision = bound[0].as_int();
-  if (method == "common") {
-    if (!value.is_float()) return Value(value.as_int());  // Python's round(int, n) is the int
-    char text[512];  // correctly rounded, ties to even: Python's round(float, n)
-    std::snprintf(text, sizeof text, "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)),
-                  value.as_double());
-    return Value(std::strtod(text, nullptr));
+  if (method == "common") {  // Python's round(value, precision): ties to even
+    if (!value.is_float()) {
+      if (precision >= 0) return Value(value.as_int());
+      int64_t unit = 1;
+      for (int64_t i = 0; i < -precision && unit <= INT64_MAX / 10; ++i) unit *= 10;
+      int64_t quotient = value.as_int() / unit, remainder = value.as_int() % unit;
+      if (remainder < 0) --quotient, remainder += unit;
+      if (2 * remainder > unit || (2 * remainder == unit && quotient % 2 != 0)) ++quotient;
+      return Value(quotient * unit);
+    }
+    char text[512];  // printf rounds the exact binary value, ties to even, as Python does
+    if (precision >= 0) {
+      std::snprintf(text, sizeof text, "%.*f", static_cast<int>(std::min<int64_t>(precision, 300)),
+                    value.as_double());
+      return Value(std::strtod(text, nullptr));
+    }
+    double unit = std::pow(10.0, static_cast<double>(-precision));
+    std::snprintf(text, sizeof text, "%.0f", value.as_double() / unit);
+    return Value(std::strtod(text, nullptr) * unit);
   }
   if (method != "ceil" && method != "floor")
     return Error{"round method must be 'common', 'ceil' or 'floor'"};
@@ -106,7 +123,10 @@ Expected<Value> filter_indent(const Value& value, const CallArgs& args) {
   std::string indentation = bound[0].is_string() ? bound[0].as_string()
                             : bound[0].is_int()  ? std::string(std::max<int64_t>(bound[0].as_int(), 0), ' ')
                                                  : std::string();
-  std::vector<std::string> lines = python_splitlines(to_str(value) + "\n", false);
+  if (value.is_undefined()) return undefined_error(value);
+  if (!value.is_string())
+    return Error{"unsupported operand type(s) for +=: '" + type_name(value) + "' and 'str'"};
+  std::vector<std::string> lines = python_splitlines(value.as_string() + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += "\n";
@@ -255,7 +275,7 @@ constexpr std::pair<std::string_view, FilterFunction> kFilters[] = {
     {"sort", filter_sort},
     {"string", string_filter<identity>},
     {"sum", filter_sum},
-    {"title", string_filter<python_title>},
+    {"title", string_filter<jinja_title>},
     {"tojson", filter_tojson},
     {"trim", filter_trim},
     {"unique", filter_unique},

@@ -182,7 +182,9 @@ Expected<std::string> percent_format(const std::string& format, const Value& arg
     LOCKSTEP_ASSIGN_OR_RETURN(std::string piece, format_one(arg, type, spec));
     out += piece;
   }
-  if (!mapping && next < positional.size())
+  // As Python: an argument with __getitem__ (a list, a dict, an Undefined) may go unused.
+  bool subscriptable = args.is_dict() || args.is_undefined() || (args.is_list() && !is_tuple);
+  if (!subscriptable && next < positional.size())
     return Error{"not all arguments converted during string formatting"};
   return out;
 }

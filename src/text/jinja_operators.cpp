@@ -89,6 +89,10 @@ Expected<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
           if (__builtin_mul_overflow(power, x, &power)) return Error{"integer overflow"};
         return Value(power);
       }
+      if (p == 0.0 && q < 0.0) return Error{"0.0 cannot be raised to a negative power"};
+      if (p < 0.0 && q != std::floor(q)) return Error{"complex results are not supported"};
+      if (std::isinf(std::pow(p, q)) && std::isfinite(p) && std::isfinite(q))
+        return Error{"numerical result out of range"};
       return Value(std::pow(p, q));
   }
   return Error{"unknown operator"};
@@ -124,6 +128,10 @@ Expected<std::optional<int64_t>> slice_part(const Value& part) {
 
 Expected<Value> binary_op(BinaryOp op, const Value& a, const Value& b) {
   if (a.is_undefined()) return undefined_error(a);
+  if (op == BinaryOp::kModulo && a.is_string()) {  // Python formats with an Undefined too
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string formatted, percent_format(a.as_string(), b));
+    return Value(std::move(formatted));
+  }
   if (b.is_undefined()) return undefined_error(b);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
   if (op == BinaryOp::kAdd && a.is_string() && b.is_string())
@@ -139,10 +147,6 @@ Expected<Value> binary_op(BinaryOp op, const Value& a, const Value& b) {
     bool b_repeats = (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool());
     if (a_repeats) return repeat(a, b.as_int());
     if (b_repeats) return repeat(b, a.as_int());
-  }
-  if (op == BinaryOp::kModulo && a.is_string()) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string formatted, percent_format(a.as_string(), b));
-    return Value(std::move(formatted));
   }
   return unsupported(op_symbol(op), a, b);
 }
@@ -193,6 +197,8 @@ Expected<bool> contains(const Value& container, const Value& item) {
         if (equals(element, item)) return true;
       return false;
     case Value::Kind::kDict:
+      if ((item.is_list() && !item.as_list().is_tuple) || item.is_dict() || item.is_namespace())
+        return Error{"unhashable type: '" + type_name(item) + "'"};
       return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
     default: return Error{"argument of type '" + type_name(container) + "' is not iterable"};
   }

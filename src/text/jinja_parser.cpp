@@ -23,6 +23,13 @@ std::string describe(const Token& token) {
   }
 }
 
+// "'a' or 'b'".
+std::string describe_tags(std::initializer_list<std::string_view> tags) {
+  std::string text;
+  for (std::string_view tag : tags) text += (text.empty() ? "'" : " or '") + std::string(tag) + "'";
+  return text;
+}
+
 }  // namespace
 
 Expected<NodeList> parse_template(std::string_view source) {
@@ -75,10 +82,8 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
     switch (token.kind) {
       case TokenKind::kEnd: {
         if (end_tags.size() == 0) return body;
-        std::string expected;
-        for (std::string_view tag : end_tags)
-          expected += (expected.empty() ? "'" : " or '") + std::string(tag) + "'";
-        return error_at(open_pos, "unclosed '" + open_tag + "' tag (expected " + expected + ")");
+        return error_at(open_pos, "unclosed '" + open_tag + "' tag (expected " +
+                                      describe_tags(end_tags) + ")");
       }
       case TokenKind::kText: {
         NodePtr node = make_node(NodeKind::kText, token.pos);
@@ -104,6 +109,19 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
           advance();
           advance();
           return body;
+        }
+        static constexpr std::string_view kClosingTags[] = {
+            "elif", "else", "endif", "endfor", "endset", "endmacro", "endwith", "endfilter",
+            "endgeneration", "endraw"};
+        if (name.kind == TokenKind::kName &&
+            std::find(std::begin(kClosingTags), std::end(kClosingTags), name.text) !=
+                std::end(kClosingTags)) {
+          if (end_tags.size() == 0)
+            return error_at(name.pos, "unexpected '" + name.text + "': no block is open");
+          return error_at(name.pos, "unexpected '" + name.text + "': the '" + open_tag +
+                                        "' tag at line " + std::to_string(open_pos.line) +
+                                        ", column " + std::to_string(open_pos.column) + " needs " +
+                                        describe_tags(end_tags) + " first");
         }
         advance();
         LOCKSTEP_ASSIGN_OR_RETURN(NodePtr node, parse_statement());

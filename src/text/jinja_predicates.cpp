@@ -34,11 +34,11 @@ Expected<bool> comparison(const Value& value, const CallArgs& args) {
   return compare_op(Op, value, other);
 }
 
+// jinja2's `value % 2 == remainder`.
 Expected<bool> parity(const Value& value, const CallArgs& args, int remainder) {
   LOCKSTEP_TRY(no_argument("even/odd", args));
-  if (!value.is_int() && !value.is_bool()) return Error{"even/odd needs an integer"};
-  int64_t r = value.as_int() % 2;
-  return (r < 0 ? -r : r) == remainder;
+  LOCKSTEP_ASSIGN_OR_RETURN(Value modulo, binary_op(BinaryOp::kModulo, value, Value(2)));
+  return equals(modulo, Value(remainder));
 }
 
 Expected<bool> divisible_by(const Value& value, const CallArgs& args) {
@@ -84,7 +84,7 @@ bool is_mapping(const Value& v) { return v.is_dict(); }
 bool is_iterable(const Value& v) {
   return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
 }
-bool is_callable(const Value& v) { return v.is_callable(); }
+bool is_callable(const Value& v) { return v.is_callable() || v.is_undefined(); }
 bool is_escaped(const Value&) { return false; }
 
 constexpr std::pair<std::string_view, TestFunction> kTests[] = {

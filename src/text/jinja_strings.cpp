@@ -34,6 +34,35 @@ char32_t to_lower(char32_t c) {
   return locale ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), locale)) : c;
 }
 
+// Python's case mappings to more than one character (Unicode SpecialCasing, the
+// unconditional Latin ones): upper, title.
+struct SpecialCase {
+  char32_t c;
+  const char* upper;
+  const char* title;
+};
+constexpr SpecialCase kSpecialCases[] = {
+    {0x00df, "SS", "Ss"}, {0xfb00, "FF", "Ff"}, {0xfb01, "FI", "Fi"},  {0xfb02, "FL", "Fl"},
+    {0xfb03, "FFI", "Ffi"}, {0xfb04, "FFL", "Ffl"}, {0xfb05, "ST", "St"}, {0xfb06, "ST", "St"},
+};
+
+enum class Case { kUpper, kLower, kTitle };
+
+void append_case(std::string& out, char32_t c, Case target) {
+  if (target == Case::kLower) {
+    if (c == 0x0130) out += "i\u0307";  // İ -> i + combining dot above
+    else utf8_append(out, to_lower(c));
+    return;
+  }
+  for (const SpecialCase& special : kSpecialCases) {
+    if (special.c == c) {
+      out += target == Case::kUpper ? special.upper : special.title;
+      return;
+    }
+  }
+  utf8_append(out, to_upper(c));
+}
+
 bool has_class(char32_t c, CharClass char_class) {
   locale_t locale = unicode_locale();
   wint_t w = static_cast<wint_t>(c);
@@ -59,7 +88,12 @@ bool has_class(char32_t c, CharClass char_class) {
   return false;
 }
 
-bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c; }
+bool is_cased(char32_t c) {
+  if (to_upper(c) != c || to_lower(c) != c) return true;
+  locale_t locale = unicode_locale();
+  wint_t w = static_cast<wint_t>(c);
+  return c >= 0x80 && locale && (iswupper_l(w, locale) || iswlower_l(w, locale));  // e.g. 'ß'
+}
 
 }  // namespace
 
@@ -132,6 +166,15 @@ bool is_python_space(char32_t c) {
 
 std::string python_strip(std::string_view text, const std::optional<std::string>& chars, bool left,
                          bool right) {
+  if (!chars) {  // ASCII edges: strip bytes; a non-ASCII edge byte needs the full decode below
+    size_t begin = 0, end = text.size();
+    auto ascii_space = [](char c) { return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20); };
+    while (left && begin < end && ascii_space(text[begin])) ++begin;
+    while (right && end > begin && ascii_space(text[end - 1])) --end;
+    bool edges_ascii = (!left || begin == end || static_cast<unsigned char>(text[begin]) < 0x80) &&
+                       (!right || begin == end || static_cast<unsigned char>(text[end - 1]) < 0x80);
+    if (edges_ascii) return std::string(text.substr(begin, end - begin));
+  }
   std::u32string cps = utf8_decode(text);
   std::u32string set = chars ? utf8_decode(*chars) : std::u32string();
   auto strippable = [&](char32_t c) {
@@ -162,10 +205,8 @@ std::vector<std::string> python_split(std::string_view text, const std::optional
   while (true) {
     while (i < cps.size() && is_python_space(cps[i])) ++i;
     if (i == cps.size()) break;
-    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-      size_t end = cps.size();
-      while (end > i && is_python_space(cps[end - 1])) --end;
-      parts.push_back(utf8_encode(std::u32string_view(cps).substr(i, end - i)));
+    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {  // the rest, as is
+      parts.push_back(utf8_encode(std::u32string_view(cps).substr(i)));
       break;
     }
     size_t start = i;
@@ -247,13 +288,13 @@ std::string python_replace(std::string_view text, std::string_view old_text,
 
 std::string python_upper(std::string_view text) {
   std::string out;
-  for (char32_t c : utf8_decode(text)) utf8_append(out, to_upper(c));
+  for (char32_t c : utf8_decode(text)) append_case(out, c, Case::kUpper);
   return out;
 }
 
 std::string python_lower(std::string_view text) {
   std::string out;
-  for (char32_t c : utf8_decode(text)) utf8_append(out, to_lower(c));
+  for (char32_t c : utf8_decode(text)) append_case(out, c, Case::kLower);
   return out;
 }
 
@@ -261,8 +302,20 @@ std::string python_title(std::string_view text) {
   std::string out;
   bool previous_cased = false;
   for (char32_t c : utf8_decode(text)) {
-    utf8_append(out, previous_cased ? to_lower(c) : to_upper(c));
+    append_case(out, c, previous_cased ? Case::kLower : Case::kTitle);
     previous_cased = is_cased(c);
+  }
+  return out;
+}
+
+std::string jinja_title(std::string_view text) {
+  std::string out;
+  bool word_start = true;
+  for (char32_t c : utf8_decode(text)) {
+    bool separator = is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (separator) utf8_append(out, c);
+    else append_case(out, c, word_start ? Case::kUpper : Case::kLower);
+    word_start = separator;
   }
   return out;
 }
@@ -271,7 +324,7 @@ std::string python_capitalize(std::string_view text) {
   std::string out;
   bool first = true;
   for (char32_t c : utf8_decode(text)) {
-    utf8_append(out, first ? to_upper(c) : to_lower(c));
+    append_case(out, c, first ? Case::kTitle : Case::kLower);
     first = false;
   }
   return out;

@@ -100,7 +100,13 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
         ups.push_back(p + "mixer.experts." + std::to_string(e) + ".up_proj.weight");
         downs.push_back(p + "mixer.experts." + std::to_string(e) + ".down_proj.weight");
       }
-      if (status.ok()) {
+      // Checkpoints hold one tensor per expert, or (as transformers 5 may save them) one
+      // stacked tensor for all experts.
+      const bool stacked = !weights.has(ups[0]) && weights.has(p + "mixer.experts.up_proj");
+      if (status.ok() && stacked) {
+        load(moe.up, "mixer.experts.up_proj", {c.experts, c.expert_inner, c.hidden}, WeightUse::matrix);
+        load(moe.down, "mixer.experts.down_proj", {c.experts, c.hidden, c.expert_inner}, WeightUse::matrix);
+      } else if (status.ok()) {
         auto up = upload_stacked(weights, backend_, ups, {c.expert_inner, c.hidden}, WeightUse::matrix);
         auto down = upload_stacked(weights, backend_, downs, {c.hidden, c.expert_inner}, WeightUse::matrix);
         if (!up.ok()) return up.error();

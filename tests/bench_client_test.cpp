@@ -1,0 +1,190 @@
+// lockstep bench end to end: the real server in this process on a free loopback port (the llama
+// fixture, 4 parallel streams), the real binary as a child process talking to it over HTTP.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "io/temp_dir.h"
+#include "models/registry.h"
+#include "run_command.h"
+#include "server/http_server.h"
+#include "server/openai_server.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+// `lockstep serve` in miniature: a fixture model behind the OpenAI API, serving on its own thread.
+class BenchTarget {
+ public:
+  explicit BenchTarget(int32_t parallel) : backend_(2) {
+    ModelOptions options;
+    options.max_rows = 64;
+    options.max_context = 512;
+    options.state_slots = parallel;
+    options.kv_pages = parallel * 32;
+    auto model = load_model(test_data("llama"), backend_, options);
+    EXPECT_TRUE(model.ok()) << model.error().message;
+    model_ = std::move(*model);
+    auto text = ModelText::load(test_data("llama"));
+    EXPECT_TRUE(text.ok());
+    text_ = std::move(*text);
+    ServeSettings settings;
+    settings.model_name = "llama";
+    settings.lanes = {64, parallel, 64};
+    api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
+    HttpSettings http;
+    http.port = 0;
+    http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
+    EXPECT_TRUE(http_->listen().ok());
+    thread_ = std::thread([this] { http_->serve(); });
+  }
+  ~BenchTarget() {
+    http_->stop();
+    thread_.join();
+    api_->stop();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_->port()); }
+
+ private:
+  CpuBackend backend_;
+  std::unique_ptr<Model> model_;
+  ModelText text_;
+  std::unique_ptr<OpenAiServer> api_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+};
+
+CommandResult bench(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"bench"};
+  all.insert(all.end(), args.begin(), args.end());
+  auto result = run_command(LOCKSTEP_BINARY, all);
+  EXPECT_TRUE(result.ok()) << result.error().message;
+  return result.ok() ? *result : CommandResult{};
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST(BenchClient, LevelsGreedyAndSeededMatchTheirAloneReplies) {
+  BenchTarget server(4);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("bench.json"), plot_path = dir->file("bench.svg");
+  CommandResult run = bench({"--url", server.url(), "--levels", "1,2", "--tokens", "8", "--reps", "1",
+                             "--temperatures", "0,1.0", "--alone", "--json", json_path, "--plot", plot_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines = split_lines(run.out);
+  ASSERT_EQ(lines.size(), 6u) << run.out;  // heading, four cells, exactness
+  EXPECT_NE(lines[0].find("agg tok/s"), std::string::npos);
+  EXPECT_NE(lines[0].find("TTFT p95 ms"), std::string::npos);
+  EXPECT_NE(lines[1].find("greedy"), std::string::npos);
+  EXPECT_NE(lines[2].find("seeded T=1"), std::string::npos);
+  EXPECT_EQ(lines[5], "exactness: 6 replies compared, 0 differ");
+
+  json report = json::parse(read_file(json_path));
+  EXPECT_EQ(report["model"], "llama");
+  EXPECT_EQ(report["prompts_as"], "ids") << "the fixture has no tokenizer";
+  EXPECT_EQ(report["exactness"]["compared"], 6);
+  EXPECT_EQ(report["exactness"]["differ"], 0);
+  ASSERT_EQ(report["cells"].size(), 4u);
+  for (const json& cell : report["cells"]) {
+    const int streams = cell["streams"];
+    ASSERT_EQ(cell["reps"].size(), 1u);
+    const json& rep = cell["reps"][0];
+    EXPECT_EQ(rep["tokens"], streams * 8);
+    EXPECT_GT(rep["aggregate_tok_s"].get<double>(), 0);
+    ASSERT_EQ(rep["streams"].size(), size_t(streams));
+    for (const json& stream : rep["streams"]) {
+      EXPECT_EQ(stream["ids"].size(), 8u);
+      EXPECT_EQ(stream["token_times_s"].size(), 8u);
+      EXPECT_GT(stream["ttft_s"].get<double>(), 0);
+      if (cell["temperature"].get<double>() > 0) EXPECT_EQ(stream["seed"], 1234 + stream["stream"].get<int>());
+      else EXPECT_TRUE(stream["seed"].is_null());
+    }
+    EXPECT_GT(cell["summary"]["aggregate_tok_s"].get<double>(), 0);
+    EXPECT_GE(cell["summary"]["ttft_p95_s"].get<double>(), cell["summary"]["ttft_p50_s"].get<double>());
+  }
+  std::string svg = read_file(plot_path);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  size_t polylines = 0;
+  for (size_t at = 0; (at = svg.find("<polyline", at)) != std::string::npos; ++at) ++polylines;
+  EXPECT_EQ(polylines, 2u) << "one line per temperature";
+}
+
+TEST(BenchClient, SerialRunsEveryCellOncePerRoundInAShuffledOrder) {
+  BenchTarget server(4);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("bench.json");
+  CommandResult run = bench({"--url", server.url(), "--levels", "1,2,3", "--tokens", "4", "--reps", "2",
+                             "--temperatures", "0", "--serial", "--ids", "--json", json_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json report = json::parse(read_file(json_path));
+  std::vector<int> ran(6, 0);
+  for (const json& cell : report["cells"])
+    for (const json& rep : cell["reps"]) {
+      int position = rep["ran"];
+      ASSERT_GE(position, 1);
+      ASSERT_LE(position, 6);
+      ++ran[size_t(position - 1)];
+      EXPECT_EQ(position <= 3, rep["rep"] == 1) << "round 1 runs every cell before round 2";
+    }
+  EXPECT_EQ(ran, std::vector<int>(6, 1));
+}
+
+TEST(BenchClient, LongPromptReportsTheDecodingStreamsGapAndTimeToFirstToken) {
+  BenchTarget server(4);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("long.json");
+  CommandResult run = bench({"--url", server.url(), "--long-prompt", "200", "--tokens", "300", "--json", json_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("long prompt: 200 tokens"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("largest gap between tokens during stream 2's fill"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("stream 2 time to first token"), std::string::npos) << run.out;
+  json report = json::parse(read_file(json_path))["long_prompt"];
+  EXPECT_EQ(report["prompt_tokens"], 200);
+  EXPECT_GT(report["ttft_s"].get<double>(), 0);
+  EXPECT_GT(report["alone_ttft_s"].get<double>(), 0);
+  EXPECT_GE(report["decode_max_gap_s"].get<double>(), 0);
+  // Stream 2 went out after stream 1's first token, and came back after it was sent.
+  ASSERT_FALSE(report["decode_token_times_s"].empty());
+  EXPECT_GE(report["fill_sent_s"].get<double>(), report["decode_token_times_s"][0].get<double>());
+  EXPECT_NEAR(report["fill_first_token_s"].get<double>() - report["fill_sent_s"].get<double>(),
+              report["ttft_s"].get<double>(), 1e-6);
+  if (report["decode_covered"].get<bool>()) {
+    EXPECT_GT(report["decode_max_gap_s"].get<double>(), 0);
+  }
+}
+
+TEST(BenchClient, ErrorsAreOneLine) {
+  BenchTarget server(2);
+  const std::vector<std::vector<std::string>> failing = {
+      {"--url", "127.0.0.1:8080"},                     // no scheme
+      {"--url", "http://example.com:8080"},            // not IPv4
+      {"--url", "http://127.0.0.1:1"},                 // nothing listening
+      {"--url", server.url(), "--tokens", "600"},      // 400: over the fixture's context
+  };
+  for (const auto& args : failing) {
+    CommandResult run = bench(args);
+    EXPECT_NE(run.exit_code, 0) << args[1];
+    EXPECT_EQ(run.out, "") << args[1];
+    std::vector<std::string> lines = split_lines(run.err);
+    ASSERT_EQ(lines.size(), 1u) << run.err;
+    EXPECT_EQ(lines[0].rfind("lockstep: error: ", 0), 0u) << lines[0];
+  }
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,40 @@
+#include "test_server.h"
+
+#include <gtest/gtest.h>
+
+namespace lockstep {
+
+TestServer::TestServer(const std::string& dir, const std::string& model_name, TestServerOptions options) {
+  ModelOptions model_options;
+  model_options.max_rows = 64;
+  model_options.max_context = options.context;
+  model_options.state_slots = options.parallel;
+  model_options.kv_pages = int32_t(options.parallel * ((options.context + 15) / 16));
+  auto model = load_model(dir, backend_, model_options, options.weights);
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  if (!model.ok()) std::abort();
+  model_ = std::move(*model);
+  auto text = ModelText::load(dir);
+  EXPECT_TRUE(text.ok()) << text.error().message;
+  if (!text.ok()) std::abort();
+  text_ = std::move(*text);
+  ServeSettings settings;
+  settings.model_name = model_name;
+  settings.lanes = {64, options.parallel, options.max_queue};
+  api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
+  HttpSettings http;
+  http.port = 0;
+  http.max_body_bytes = options.max_body;
+  http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
+  Status listening = http_->listen();
+  EXPECT_TRUE(listening.ok()) << listening.message();
+  thread_ = std::thread([this] { http_->serve(); });
+}
+
+TestServer::~TestServer() {
+  http_->stop();
+  thread_.join();
+  api_->stop();
+}
+
+}  // namespace lockstep
