@@ -1,6 +1,7 @@
 #include "cli/cli_common.h"
 
 #include <charconv>
+#include <filesystem>
 #include <iostream>
 
 #include "backend/cpu/cpu_backend.h"
@@ -8,8 +9,21 @@
 
 namespace lockstep::cli {
 
-void add_model_flags(CLI::App& command, ModelFlags& flags) {
-  command.add_option("--model", flags.model_dir, "Hugging Face model folder (config.json, *.safetensors)")->required();
+std::string embedded_model_dir() {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::path exe = fs::read_symlink("/proc/self/exe", error);
+  std::vector<fs::path> candidates;
+  if (!error) candidates.push_back(exe.parent_path().parent_path() / "models" / "tiny-arith");
+  candidates.push_back(fs::path(LOCKSTEP_SOURCE_DIR) / "models" / "tiny-arith");
+  for (const fs::path& dir : candidates)
+    if (fs::exists(dir / "config.json", error)) return dir.lexically_normal().string();
+  return {};
+}
+
+void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) {
+  auto* model = command.add_option("--model", flags.model_dir, "Hugging Face model folder (config.json, *.safetensors)");
+  if (model_required) model->required();
   command.add_option("--backend", flags.backend, "cpu (cuda comes with the CUDA backend)")
       ->check(CLI::IsMember({"cpu"}));
   command.add_option("--threads", flags.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));

@@ -22,8 +22,13 @@ struct ModelFlags {
   bool dummy_weights = false;
 };
 
-// Adds --model, --backend, --threads and --context to a subcommand.
-void add_model_flags(CLI::App& command, ModelFlags& flags);
+// Adds --model, --backend, --threads and --context to a subcommand. --model is required
+// unless model_required is false.
+void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required = true);
+
+// The embedded model's folder (models/tiny-arith in the source tree), found next to the
+// binary's build folder or where the build was configured; empty when neither has it.
+std::string embedded_model_dir();
 
 struct LoadedModel {
   std::unique_ptr<Backend> backend;

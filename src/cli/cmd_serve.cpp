@@ -50,16 +50,23 @@ int run_serve(const ServeFlags& flags) {
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
   options.state_slots = flags.parallel;
   ModelFlags model_flags = flags.model;
+  const bool embedded = model_flags.model_dir.empty();
+  if (embedded) {
+    model_flags.model_dir = embedded_model_dir();
+    if (model_flags.model_dir.empty()) return fail("no --model given and the embedded model (models/tiny-arith) is not found");
+    std::cerr << "lockstep: no --model given: serving the embedded model tiny-arith from " << model_flags.model_dir
+              << std::endl;
+  }
   if (model_flags.context == 0) model_flags.context = 4096;
   // The KV pool: --parallel streams of the full context, each reserved at admission.
   options.kv_pages = int32_t(flags.parallel * ((model_flags.context + options.page_size - 1) / options.page_size));
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
-  auto text = ModelText::load(flags.model.model_dir);
+  auto text = ModelText::load(model_flags.model_dir);
   if (!text.ok()) return fail(text.error().message);
 
   ServeSettings settings;
-  settings.model_name = folder_name(flags.model.model_dir);
+  settings.model_name = folder_name(model_flags.model_dir);
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
@@ -96,7 +103,7 @@ int run_serve(const ServeFlags& flags) {
 Command add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* command = app.add_subcommand("serve", "Serve a model over OpenAI-compatible HTTP");
-  add_model_flags(*command, flags->model);
+  add_model_flags(*command, flags->model, /*model_required=*/false);
   command->add_option("--host", flags->host, "address to listen on");
   command->add_option("--port", flags->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   command->add_option("--parallel", flags->parallel, "streams decoded together; more wait in the queue")

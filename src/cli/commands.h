@@ -17,5 +17,6 @@ Command add_logits_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_render_command(CLI::App& app);
+Command add_demo_command(CLI::App& app);
 
 }  // namespace lockstep::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       lockstep::cli::add_serve_command(app),
       lockstep::cli::add_tokenize_command(app),
       lockstep::cli::add_render_command(app),
+      lockstep::cli::add_demo_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -51,6 +51,7 @@ struct Expr {
   BinaryOp binary_op = BinaryOp::kAdd;
   std::vector<CompareOp> compare_ops;
   bool negated = false;  // kTest: `is not`
+  int height = 1;        // of this tree; bounded by the parser so that rendering stays shallow
 };
 
 enum class NodeKind {

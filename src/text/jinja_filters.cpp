@@ -12,6 +12,7 @@
 #include "text/jinja_format.h"
 #include "text/jinja_list_filters.h"
 #include "text/jinja_operators.h"
+#include "text/jinja_case.h"
 #include "text/jinja_strings.h"
 
 namespace lockstep::jinja {

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "text/jinja_case.h"
 #include "text/jinja_strings.h"
 
 namespace lockstep::jinja {

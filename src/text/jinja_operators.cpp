@@ -29,8 +29,12 @@ Expected<Value> checked(Op op, int64_t a, int64_t b) {
   return Value(result);
 }
 
+// sequence * times; a result over 64 MiB of text or 4M items fails (a template bug, not a prompt).
 Expected<Value> repeat(const Value& sequence, int64_t times) {
-  if (times > (1 << 24)) return Error{"sequence repetition too large"};
+  size_t unit = sequence.is_string() ? sequence.as_string().size() : sequence.as_list().items.size();
+  size_t limit = sequence.is_string() ? (size_t{1} << 26) : (size_t{1} << 22);
+  if (times > 0 && unit > 0 && static_cast<size_t>(times) > limit / unit)
+    return Error{"sequence repetition too large"};
   if (sequence.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += sequence.as_string();

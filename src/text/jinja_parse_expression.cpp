@@ -31,6 +31,16 @@ ExprPtr make_constant(Value value, SourcePos pos) {
 
 }  // namespace
 
+Expected<ExprPtr> Parser::sealed(ExprPtr expr) const {
+  int height = 0;
+  for (const ExprPtr& arg : expr->args)
+    if (arg) height = std::max(height, arg->height);
+  for (const auto& kwarg : expr->kwargs) height = std::max(height, kwarg.second->height);
+  expr->height = height + 1;
+  if (expr->height > kMaxNesting) return error_at(expr->pos, "expression nested too deeply");
+  return expr;
+}
+
 Expected<ExprPtr> Parser::parse_expression(bool with_condexpr) {
   LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr expr, parse_or());
   if (!with_condexpr) return expr;
@@ -47,7 +57,7 @@ Expected<ExprPtr> Parser::parse_expression(bool with_condexpr) {
     conditional->args.push_back(std::move(expr));
     conditional->args.push_back(std::move(condition));
     conditional->args.push_back(std::move(otherwise));
-    expr = std::move(conditional);
+    LOCKSTEP_ASSIGN_OR_RETURN(expr, sealed(std::move(conditional)));
   }
   return expr;
 }
@@ -73,7 +83,7 @@ Expected<ExprPtr> Parser::parse_tuple(bool with_condexpr, Names extra_end_names,
     if (!tuple->args.empty()) return std::move(tuple->args[0]);
     if (!explicit_parens) return unexpected("an expression");
   }
-  return tuple;
+  return sealed(std::move(tuple));
 }
 
 Expected<ExprPtr> Parser::parse_or() {
@@ -82,7 +92,7 @@ Expected<ExprPtr> Parser::parse_or() {
     SourcePos pos = current().pos;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_and());
-    left = make_pair(ExprKind::kOr, pos, std::move(left), std::move(right));
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(make_pair(ExprKind::kOr, pos, std::move(left), std::move(right))));
   }
   return left;
 }
@@ -93,18 +103,20 @@ Expected<ExprPtr> Parser::parse_and() {
     SourcePos pos = current().pos;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_not());
-    left = make_pair(ExprKind::kAnd, pos, std::move(left), std::move(right));
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(make_pair(ExprKind::kAnd, pos, std::move(left), std::move(right))));
   }
   return left;
 }
 
 Expected<ExprPtr> Parser::parse_not() {
   if (!at_name("not")) return parse_compare();
+  Nesting nesting(nesting_);
+  if (nesting_too_deep()) return error_at(current().pos, "expression nested too deeply");
   ExprPtr negation = make_expr(ExprKind::kNot, current().pos);
   advance();
   LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr operand, parse_not());
   negation->args.push_back(std::move(operand));
-  return negation;
+  return sealed(std::move(negation));
 }
 
 Expected<ExprPtr> Parser::parse_compare() {
@@ -136,7 +148,7 @@ Expected<ExprPtr> Parser::parse_compare() {
     compare->args.push_back(std::move(operand));
   }
   if (compare->compare_ops.empty()) return std::move(compare->args[0]);
-  return compare;
+  return sealed(std::move(compare));
 }
 
 Expected<ExprPtr> Parser::parse_math1() {
@@ -146,8 +158,9 @@ Expected<ExprPtr> Parser::parse_math1() {
     BinaryOp op = at_operator("+") ? BinaryOp::kAdd : BinaryOp::kSubtract;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_concat());
-    left = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
-    left->binary_op = op;
+    ExprPtr binary = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
+    binary->binary_op = op;
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(std::move(binary)));
   }
   return left;
 }
@@ -158,7 +171,7 @@ Expected<ExprPtr> Parser::parse_concat() {
     SourcePos pos = current().pos;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_math2());
-    left = make_pair(ExprKind::kConcat, pos, std::move(left), std::move(right));
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(make_pair(ExprKind::kConcat, pos, std::move(left), std::move(right))));
   }
   return left;
 }
@@ -176,8 +189,9 @@ Expected<ExprPtr> Parser::parse_math2() {
     SourcePos pos = current().pos;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_pow());
-    left = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
-    left->binary_op = *op;
+    ExprPtr binary = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
+    binary->binary_op = *op;
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(std::move(binary)));
   }
 }
 
@@ -187,19 +201,23 @@ Expected<ExprPtr> Parser::parse_pow() {
     SourcePos pos = current().pos;
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr right, parse_unary(true));
-    left = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
-    left->binary_op = BinaryOp::kPower;
+    ExprPtr binary = make_pair(ExprKind::kBinary, pos, std::move(left), std::move(right));
+    binary->binary_op = BinaryOp::kPower;
+    LOCKSTEP_ASSIGN_OR_RETURN(left, sealed(std::move(binary)));
   }
   return left;
 }
 
 Expected<ExprPtr> Parser::parse_unary(bool with_filter) {
+  Nesting nesting(nesting_);
+  if (nesting_too_deep()) return error_at(current().pos, "expression nested too deeply");
   ExprPtr node;
   if (at_operator("-") || at_operator("+")) {
     node = make_expr(at_operator("-") ? ExprKind::kNegate : ExprKind::kPositive, current().pos);
     advance();
     LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr operand, parse_unary(false));
     node->args.push_back(std::move(operand));
+    LOCKSTEP_ASSIGN_OR_RETURN(node, sealed(std::move(node)));
   } else {
     LOCKSTEP_ASSIGN_OR_RETURN(node, parse_primary());
   }
@@ -259,7 +277,7 @@ Expected<ExprPtr> Parser::parse_primary() {
       }
     }
     advance();
-    return literal;
+    return sealed(std::move(literal));
   }
   return unexpected("an expression");
 }
@@ -272,7 +290,7 @@ Expected<ExprPtr> Parser::parse_postfix(ExprPtr node) {
       ExprPtr call = make_expr(ExprKind::kCall, node->pos);
       call->args.push_back(std::move(node));
       LOCKSTEP_TRY(parse_call_args(*call));
-      node = std::move(call);
+      LOCKSTEP_ASSIGN_OR_RETURN(node, sealed(std::move(call)));
     } else {
       return node;
     }
@@ -289,7 +307,7 @@ Expected<ExprPtr> Parser::parse_filter_expr(ExprPtr node) {
       ExprPtr call = make_expr(ExprKind::kCall, node->pos);
       call->args.push_back(std::move(node));
       LOCKSTEP_TRY(parse_call_args(*call));
-      node = std::move(call);
+      LOCKSTEP_ASSIGN_OR_RETURN(node, sealed(std::move(call)));
     } else {
       return node;
     }
@@ -303,17 +321,17 @@ Expected<ExprPtr> Parser::parse_subscript(ExprPtr node) {
     if (current().kind == TokenKind::kInteger) {  // `items.0` is items[0]
       ExprPtr index = make_constant(current().integer, current().pos);
       advance();
-      return make_pair(ExprKind::kItem, pos, std::move(node), std::move(index));
+      return sealed(make_pair(ExprKind::kItem, pos, std::move(node), std::move(index)));
     }
     ExprPtr attribute = make_expr(ExprKind::kAttribute, pos);
     LOCKSTEP_ASSIGN_OR_RETURN(attribute->name, expect_name());
     attribute->args.push_back(std::move(node));
-    return attribute;
+    return sealed(std::move(attribute));
   }
   advance();  // [
   LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr index, parse_slice_or_index());
   LOCKSTEP_TRY(expect_operator("]"));
-  return make_pair(ExprKind::kItem, pos, std::move(node), std::move(index));
+  return sealed(make_pair(ExprKind::kItem, pos, std::move(node), std::move(index)));
 }
 
 Expected<ExprPtr> Parser::parse_slice_or_index() {
@@ -334,7 +352,7 @@ Expected<ExprPtr> Parser::parse_slice_or_index() {
     LOCKSTEP_ASSIGN_OR_RETURN(step, optional_part());
   }
   slice->args.push_back(std::move(step));
-  return slice;
+  return sealed(std::move(slice));
 }
 
 Status Parser::parse_call_args(Expr& call) {
@@ -374,7 +392,7 @@ Expected<ExprPtr> Parser::parse_filters(ExprPtr node, bool start_inline) {
     if (!find_filter(filter->name)) return error_at(pos, "no filter named '" + filter->name + "'");
     filter->args.push_back(std::move(node));
     if (at_operator("(")) LOCKSTEP_TRY(parse_call_args(*filter));
-    node = std::move(filter);
+    LOCKSTEP_ASSIGN_OR_RETURN(node, sealed(std::move(filter)));
   }
   return node;
 }
@@ -401,7 +419,7 @@ Expected<ExprPtr> Parser::parse_test(ExprPtr node) {
     LOCKSTEP_ASSIGN_OR_RETURN(argument, parse_postfix(std::move(argument)));
     test->args.push_back(std::move(argument));
   }
-  return test;
+  return sealed(std::move(test));
 }
 
 }  // namespace lockstep::jinja

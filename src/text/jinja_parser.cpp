@@ -76,6 +76,8 @@ Status Parser::expect_block_end(const std::string& tag) {
 
 Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_tag,
                                       SourcePos open_pos, std::string* found_end) {
+  Nesting nesting(nesting_);
+  if (nesting_too_deep()) return error_at(open_pos, "blocks nested too deeply");
   NodeList body;
   while (true) {
     const Token& token = current();

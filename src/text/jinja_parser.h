@@ -63,6 +63,8 @@ class Parser {
   Expected<ExprPtr> parse_slice_or_index();
   Expected<ExprPtr> parse_filters(ExprPtr node, bool start_inline);
   Expected<ExprPtr> parse_test(ExprPtr node);
+  // Sets the height of `expr` from its children; fails when the tree is too deep to render.
+  Expected<ExprPtr> sealed(ExprPtr expr) const;
   // Arguments after `(` up to `)` into `call` (args after any already there, and kwargs).
   Status parse_call_args(Expr& call);
 
@@ -77,10 +79,20 @@ class Parser {
   Expected<std::string> expect_name();
   Status expect_block_end(const std::string& tag);
   Error unexpected(const std::string& expected) const;
+  // One more level of nesting while alive. Deeper than kMaxNesting fails (nesting_too_deep).
+  struct Nesting {
+    explicit Nesting(int& depth) : depth_(depth) { ++depth_; }
+    ~Nesting() { --depth_; }
+    int& depth_;
+  };
+  static constexpr int kMaxNesting = 200;
+  bool nesting_too_deep() const { return nesting_ > kMaxNesting; }
 
   std::vector<Token> tokens_;
   size_t at_ = 0;
   int loop_depth_ = 0;  // for break/continue
+  int nesting_ = 0;     // of blocks and expressions, bounded so that parsing and rendering
+                        // cannot run out of stack
 };
 
 }  // namespace lockstep::jinja

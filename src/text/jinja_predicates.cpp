@@ -5,6 +5,7 @@
 #include "text/jinja_ast.h"
 #include "text/jinja_filters.h"
 #include "text/jinja_operators.h"
+#include "text/jinja_case.h"
 #include "text/jinja_strings.h"
 
 namespace lockstep::jinja {

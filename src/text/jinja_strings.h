@@ -39,20 +39,6 @@ void utf8_append(std::string& out, char32_t code_point);
 [[nodiscard]] std::string python_replace(std::string_view text, std::string_view old_text,
                                          std::string_view new_text, int64_t count);
 
-// Case mapping of str.upper/lower/title/capitalize: the C.UTF-8 locale's one-to-one tables
-// (ASCII only where that locale is missing), plus Python's one-to-many mappings of 'ß', the
-// Latin ligatures and 'İ'; the other one-to-many mappings (Greek and Armenian) are not made.
-[[nodiscard]] std::string python_upper(std::string_view text);
-[[nodiscard]] std::string python_lower(std::string_view text);
-[[nodiscard]] std::string python_title(std::string_view text);
-[[nodiscard]] std::string python_capitalize(std::string_view text);
-// jinja2's `title` filter (not str.title): a word starts the text or follows whitespace or one
-// of - ( { [ <; its first character is uppercased and the rest lowercased.
-[[nodiscard]] std::string jinja_title(std::string_view text);
-// str.isalpha / isdigit / isalnum / isupper / islower over all code points (false when empty).
-enum class CharClass { kAlpha, kDigit, kAlnum, kUpper, kLower, kSpace };
-[[nodiscard]] bool python_is(std::string_view text, CharClass char_class);
-
 // repr(float) as Python prints it: shortest round-trip digits, "1.0", "1e+16", "1e-05", "nan".
 [[nodiscard]] std::string python_float_repr(double value);
 // repr(str): single quotes unless the text holds ' and no ", with Python's escapes.

@@ -1,9 +1,12 @@
-// Python string semantics used by the chat-template interpreter; expected values are Python's.
+// Python string semantics and case mapping used by the chat-template interpreter; expected
+// values are Python's.
 #include "text/jinja_strings.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "text/jinja_case.h"
 
 namespace lockstep::jinja {
 namespace {
