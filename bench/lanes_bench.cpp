@@ -2,8 +2,10 @@
 // ratio to one stream, and one stream's largest gap between tokens while another stream fills
 // a long prompt, beside that prompt's whole fill time. Weights are random (DummyWeights).
 //
-//   lanes_bench [--model DIR] [--levels 1,2,4,8,24] [--tokens N] [--long-prompt N] [--chunk N]
-//               [--threads N] [--quick]
+//   lanes_bench [--model DIR] [--checkpoint] [--levels 1,2,4,8,24] [--tokens N] [--long-prompt N]
+//               [--chunk N] [--threads N] [--quick]
+//
+// --checkpoint loads the folder's own weights instead of random ones.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +30,7 @@ struct Args {
   int64_t long_prompt = 4096;
   int64_t chunk = 256;
   int threads = 0;
+  bool checkpoint = false;
 };
 
 std::vector<int32_t> prompt_of(int64_t length, int salt, int64_t vocab) {
@@ -101,6 +104,7 @@ int main(int argc, char** argv) {
     else if (flag == "--long-prompt") args.long_prompt = std::stoll(value());
     else if (flag == "--chunk") args.chunk = std::stoll(value());
     else if (flag == "--threads") args.threads = std::stoi(value());
+    else if (flag == "--checkpoint") args.checkpoint = true;
     else if (flag == "--quick") args.levels = {1, 2, 4}, args.tokens = 8, args.long_prompt = 512;
     else if (flag == "--levels") {
       args.levels.clear();
@@ -122,12 +126,13 @@ int main(int argc, char** argv) {
   options.max_context = std::max<int64_t>(args.long_prompt + args.tokens + 64, 256);
   options.kv_pages = int32_t((max_streams + 2) * ((options.max_context + 15) / 16));
   options.state_slots = max_streams + 2;
-  auto model = load_model(args.model, backend, options, WeightChoice::dummy);
+  auto model = load_model(args.model, backend, options, args.checkpoint ? WeightChoice::checkpoint : WeightChoice::dummy);
   if (!model.ok()) {
     std::fprintf(stderr, "lanes_bench: %s\n", model.error().message.c_str());
     return 1;
   }
-  std::printf("model %s (dummy weights), cpu %s, %d threads, chunk %lld\n", args.model.c_str(), backend.isa(),
+  std::printf("model %s (%s weights), cpu %s, %d threads, chunk %lld\n", args.model.c_str(),
+              args.checkpoint ? "its own" : "dummy", backend.isa(),
               backend.pool().size(), (long long)args.chunk);
   std::printf("\n%8s %14s %12s %10s\n", "streams", "decode tok/s", "per stream", "vs 1");
   double one = 0;

@@ -7,12 +7,9 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/cpu/cpu_backend.h"
 #include "io/temp_dir.h"
-#include "models/registry.h"
 #include "run_command.h"
-#include "server/http_server.h"
-#include "server/openai_server.h"
+#include "test_server.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -20,45 +17,14 @@ namespace {
 
 using nlohmann::json;
 
-// `lockstep serve` in miniature: a fixture model behind the OpenAI API, serving on its own thread.
+// `lockstep serve` in miniature: the llama fixture behind the OpenAI API on a free port.
 class BenchTarget {
  public:
-  explicit BenchTarget(int32_t parallel) : backend_(2) {
-    ModelOptions options;
-    options.max_rows = 64;
-    options.max_context = 512;
-    options.state_slots = parallel;
-    options.kv_pages = parallel * 32;
-    auto model = load_model(test_data("llama"), backend_, options);
-    EXPECT_TRUE(model.ok()) << model.error().message;
-    model_ = std::move(*model);
-    auto text = ModelText::load(test_data("llama"));
-    EXPECT_TRUE(text.ok());
-    text_ = std::move(*text);
-    ServeSettings settings;
-    settings.model_name = "llama";
-    settings.lanes = {64, parallel, 64};
-    api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
-    HttpSettings http;
-    http.port = 0;
-    http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
-    EXPECT_TRUE(http_->listen().ok());
-    thread_ = std::thread([this] { http_->serve(); });
-  }
-  ~BenchTarget() {
-    http_->stop();
-    thread_.join();
-    api_->stop();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_->port()); }
+  explicit BenchTarget(int32_t parallel) : server_(test_data("llama"), "llama", {parallel, 64}) {}
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
 
  private:
-  CpuBackend backend_;
-  std::unique_ptr<Model> model_;
-  ModelText text_;
-  std::unique_ptr<OpenAiServer> api_;
-  std::unique_ptr<HttpServer> http_;
-  std::thread thread_;
+  TestServer server_;
 };
 
 CommandResult bench(const std::vector<std::string>& args) {

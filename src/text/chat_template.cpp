@@ -27,7 +27,7 @@ std::string token_text(const nlohmann::json& config, const char* key) {
 }  // namespace
 
 Expected<ChatTemplate> ChatTemplate::parse(const std::string& source) {
-  LOCKSTEP_ASSIGN_OR_RETURN(jinja::NodeList nodes, jinja::parse_template(source));
+  LOCKSTEP_JINJA_ASSIGN(jinja::NodeList nodes, jinja::parse_template(source));
   return ChatTemplate(std::make_shared<const jinja::NodeList>(std::move(nodes)));
 }
 
@@ -40,7 +40,7 @@ Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json& variabl
 }
 
 Expected<ChatSettings> load_chat_settings(const std::string& tokenizer_config_path) {
-  LOCKSTEP_ASSIGN_OR_RETURN(nlohmann::json config, read_json_file(tokenizer_config_path));
+  LOCKSTEP_JINJA_ASSIGN(nlohmann::json config, read_json_file(tokenizer_config_path));
   if (!config.is_object()) return Error{tokenizer_config_path + ": not a JSON object"};
   auto found = config.find("chat_template");
   if (found == config.end() || found->is_null())

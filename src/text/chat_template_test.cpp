@@ -29,10 +29,10 @@ std::optional<ChatSettings> load_or_skip(const std::string& model) {
   return std::move(settings).value();
 }
 
-#define LOAD_OR_SKIP(settings, model)                                                  \
-  std::optional<ChatSettings> settings = load_or_skip(model);                          \
-  if (!settings) GTEST_SKIP() << config_path(model)                                    \
-                              << " is absent: run scripts/fetch-tokenizers first"
+#define LOAD_OR_SKIP(settings, model)                         \
+  std::optional<ChatSettings> settings = load_or_skip(model); \
+  if (!settings)                                              \
+  GTEST_SKIP() << config_path(model) << " is absent: run scripts/fetch-tokenizers first"
 
 const nlohmann::json kConversation = nlohmann::json::parse(R"([
   {"role": "system", "content": "You are terse."},
@@ -65,8 +65,10 @@ TEST_P(ChatTemplateModel, RendersOtherConversationsWithoutErrors) {
           {"role": "user", "content": ""}])",
   };
   for (const char* conversation : conversations) {
-    for (const char* kwargs : {"{}", R"({"enable_thinking": false})", R"({"enable_thinking": true})"}) {
-      auto prompt = render_chat(*settings, nlohmann::json::parse(conversation), nlohmann::json::parse(kwargs));
+    for (const char* kwargs :
+         {"{}", R"({"enable_thinking": false})", R"({"enable_thinking": true})"}) {
+      auto prompt = render_chat(*settings, nlohmann::json::parse(conversation),
+                                nlohmann::json::parse(kwargs));
       ASSERT_TRUE(prompt.ok()) << prompt.error().message;
       EXPECT_FALSE(prompt->empty());
     }
@@ -107,47 +109,58 @@ TEST(ChatTemplate, Qwen3ToolsKeepTheCallersKeyOrder) {
     "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})");
   auto prompt = render_chat(*settings, messages, kwargs);
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
-  EXPECT_EQ(*prompt,
-            "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user "
-            "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a "
-            "city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, "
-            "\"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with function "
-            "name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-            "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\n"
-            "Weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
-            "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
-            "21C\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      *prompt,
+      "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user "
+      "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+      "tags:\n<tools>\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+      "\"Weather in a "
+      "city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+      "\"string\"}}, "
+      "\"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, return a json object with "
+      "function "
+      "name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": "
+      "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+      "Weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+      "\"get_weather\", "
+      "\"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+      "21C\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, Llama31TrimsContentAndStartsWithBos) {
   LOAD_OR_SKIP(settings, "llama3_1");
   auto prompt = render_chat(*settings, kConversation);
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
-  EXPECT_EQ(*prompt,
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
-            "<|end_header_id|>\n\n<think>\nplan\n</think>\n\nHello.<|eot_id|><|start_header_id|>user"
-            "<|end_header_id|>\n\nBye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      *prompt,
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
+      "<|end_header_id|>\n\n<think>\nplan\n</think>\n\nHello.<|eot_id|><|start_header_id|>user"
+      "<|end_header_id|>\n\nBye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(ChatTemplate, DeepSeekV3SystemPromptFirst) {
   LOAD_OR_SKIP(settings, "deepseek_v3");
   auto prompt = render_chat(*settings, kConversation);
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
-  EXPECT_EQ(*prompt,
-            "<｜begin▁of▁sentence｜>You are terse.<｜User｜>Hi <｜Assistant｜><think>\nplan\n</think>\n\n"
-            "Hello.<｜end▁of▁sentence｜><｜User｜>Bye<｜Assistant｜>");
+  EXPECT_EQ(
+      *prompt,
+      "<｜begin▁of▁sentence｜>You are terse.<｜User｜>Hi <｜Assistant｜><think>\nplan\n</think>\n\n"
+      "Hello.<｜end▁of▁sentence｜><｜User｜>Bye<｜Assistant｜>");
 }
 
 TEST(ChatTemplate, Gemma3FoldsTheSystemPromptAndRejectsNonAlternatingRoles) {
   LOAD_OR_SKIP(settings, "gemma3");
   auto prompt = render_chat(*settings, kConversation);
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
-  EXPECT_EQ(*prompt,
-            "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\n<think>\n"
-            "plan\n</think>\n\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
-            "<start_of_turn>model\n");
+  EXPECT_EQ(
+      *prompt,
+      "<bos><start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\n<think>\n"
+      "plan\n</think>\n\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
+      "<start_of_turn>model\n");
   auto rejected = render_chat(*settings, nlohmann::json::parse(R"([{"role": "user", "content": "a"},
                                                                     {"role": "user", "content": "b"}])"));
   ASSERT_FALSE(rejected.ok());
@@ -157,10 +170,12 @@ TEST(ChatTemplate, Gemma3FoldsTheSystemPromptAndRejectsNonAlternatingRoles) {
 }
 
 TEST(ChatTemplate, ExtraKeywordArgumentsOverrideTheDefaults) {
-  auto parsed = ChatTemplate::parse("{{ add_generation_prompt }} {{ tools }} {{ bos_token }} {{ custom }}");
+  auto parsed =
+      ChatTemplate::parse("{{ add_generation_prompt }} {{ tools }} {{ bos_token }} {{ custom }}");
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   ChatSettings settings{std::move(parsed).value(), "<s>", "</s>"};
-  auto prompt = render_chat(settings, nlohmann::json::array(), {{"add_generation_prompt", false}, {"custom", 7}});
+  auto prompt = render_chat(settings, nlohmann::json::array(),
+                            {{"add_generation_prompt", false}, {"custom", 7}});
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
   EXPECT_EQ(*prompt, "False None <s> 7");
 }
@@ -176,7 +191,8 @@ TEST(ChatTemplate, LoadsTheDefaultOfNamedTemplates) {
   auto settings = load_chat_settings(*path);
   ASSERT_TRUE(settings.ok()) << settings.error().message;
   EXPECT_EQ(settings->eos_token, "<E>");
-  auto prompt = render_chat(*settings, nlohmann::json::parse(R"([{"role": "user", "content": "x"}])"));
+  auto prompt =
+      render_chat(*settings, nlohmann::json::parse(R"([{"role": "user", "content": "x"}])"));
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
   EXPECT_EQ(*prompt, "<B>x");
 }
@@ -192,8 +208,9 @@ TEST(ChatTemplate, LoadErrorsNameTheFile) {
   EXPECT_EQ(missing.error().message, *none + ": no chat_template");
   auto unparsable = load_chat_settings(*bad);
   ASSERT_FALSE(unparsable.ok());
-  EXPECT_EQ(unparsable.error().message,
-            *bad + ": chat template line 2, column 4: unclosed 'if' tag (expected 'elif' or 'else' or 'endif')");
+  EXPECT_EQ(unparsable.error().message, *bad +
+                                            ": chat template line 2, column 4: unclosed 'if' tag "
+                                            "(expected 'elif' or 'else' or 'endif')");
   EXPECT_FALSE(load_chat_settings(dir->file("absent.json")).ok());
 }
 

@@ -66,7 +66,7 @@ enum class NodeKind {
   kWith,         // with params: body
   kBreak,
   kContinue,
-  kBody,         // body rendered as is ({% generation %})
+  kBody,  // body rendered as is ({% generation %})
 };
 
 struct Node;
@@ -91,5 +91,25 @@ struct Node {
   NodeList else_body;
   std::vector<Parameter> params;  // kMacro, kWith
 };
+
+inline ExprPtr make_expr(ExprKind kind, SourcePos pos) {
+  auto expr = std::make_unique<Expr>();
+  expr->kind = kind;
+  expr->pos = pos;
+  return expr;
+}
+
+inline ExprPtr make_pair(ExprKind kind, SourcePos pos, ExprPtr left, ExprPtr right) {
+  ExprPtr expr = make_expr(kind, pos);
+  expr->args.push_back(std::move(left));
+  expr->args.push_back(std::move(right));
+  return expr;
+}
+
+inline ExprPtr make_constant(Value value, SourcePos pos) {
+  ExprPtr expr = make_expr(ExprKind::kConstant, pos);
+  expr->constant = std::move(value);
+  return expr;
+}
 
 }  // namespace lockstep::jinja

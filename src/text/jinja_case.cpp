@@ -38,7 +38,7 @@ struct SpecialCase {
   const char* title;
 };
 constexpr SpecialCase kSpecialCases[] = {
-    {0x00df, "SS", "Ss"}, {0xfb00, "FF", "Ff"}, {0xfb01, "FI", "Fi"},  {0xfb02, "FL", "Fl"},
+    {0x00df, "SS", "Ss"},   {0xfb00, "FF", "Ff"},   {0xfb01, "FI", "Fi"}, {0xfb02, "FL", "Fl"},
     {0xfb03, "FFI", "Ffi"}, {0xfb04, "FFL", "Ffl"}, {0xfb05, "ST", "St"}, {0xfb06, "ST", "St"},
 };
 
@@ -46,8 +46,10 @@ enum class Case { kUpper, kLower, kTitle };
 
 void append_case(std::string& out, char32_t c, Case target) {
   if (target == Case::kLower) {
-    if (c == 0x0130) out += "i\u0307";  // İ -> i + combining dot above
-    else utf8_append(out, to_lower(c));
+    if (c == 0x0130)
+      out += "i\u0307";  // İ -> i + combining dot above
+    else
+      utf8_append(out, to_lower(c));
     return;
   }
   for (const SpecialCase& special : kSpecialCases) {
@@ -67,7 +69,8 @@ bool has_class(char32_t c, CharClass char_class) {
     switch (char_class) {
       case CharClass::kAlpha: return (b | 32) >= 'a' && (b | 32) <= 'z';
       case CharClass::kDigit: return b >= '0' && b <= '9';
-      case CharClass::kAlnum: return has_class(c, CharClass::kAlpha) || has_class(c, CharClass::kDigit);
+      case CharClass::kAlnum:
+        return has_class(c, CharClass::kAlpha) || has_class(c, CharClass::kDigit);
       case CharClass::kUpper: return b >= 'A' && b <= 'Z';
       case CharClass::kLower: return b >= 'a' && b <= 'z';
       case CharClass::kSpace: return is_python_space(c);
@@ -120,8 +123,10 @@ std::string jinja_title(std::string_view text) {
   bool word_start = true;
   for (char32_t c : utf8_decode(text)) {
     bool separator = is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    if (separator) utf8_append(out, c);
-    else append_case(out, c, word_start ? Case::kUpper : Case::kLower);
+    if (separator)
+      utf8_append(out, c);
+    else
+      append_case(out, c, word_start ? Case::kUpper : Case::kLower);
     word_start = separator;
   }
   return out;

@@ -9,24 +9,29 @@
 #include <cstdlib>
 #include <utility>
 
+#include "text/jinja_case.h"
 #include "text/jinja_format.h"
 #include "text/jinja_list_filters.h"
 #include "text/jinja_operators.h"
-#include "text/jinja_case.h"
 #include "text/jinja_strings.h"
 
 namespace lockstep::jinja {
 namespace {
 
 Expected<Value> filter_tojson(const Value& value, const CallArgs& args) {
-  static const Param kParams[] = {{"ensure_ascii", Value(false)}, {"indent", Value(None{})},
-                                  {"separators", Value(None{})}, {"sort_keys", Value(false)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("tojson", args, kParams));
+  static const Param kParams[] = {{"ensure_ascii", Value(false)},
+                                  {"indent", Value(None{})},
+                                  {"separators", Value(None{})},
+                                  {"sort_keys", Value(false)}};
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("tojson", args, kParams));
   JsonStyle style;
   style.ensure_ascii = truthy(bound[0]);
-  if (bound[1].is_string()) style.indent = bound[1].as_string();
-  else if (bound[1].is_int()) style.indent = std::string(std::max<int64_t>(bound[1].as_int(), 0), ' ');
-  else if (!bound[1].is_none()) return Error{"tojson indent must be None, an integer or a string"};
+  if (bound[1].is_string())
+    style.indent = bound[1].as_string();
+  else if (bound[1].is_int())
+    style.indent = std::string(std::max<int64_t>(bound[1].as_int(), 0), ' ');
+  else if (!bound[1].is_none())
+    return Error{"tojson indent must be None, an integer or a string"};
   if (!bound[2].is_none()) {
     if (!bound[2].is_list() || bound[2].as_list().items.size() != 2 ||
         !bound[2].as_list().items[0].is_string() || !bound[2].as_list().items[1].is_string())
@@ -35,7 +40,7 @@ Expected<Value> filter_tojson(const Value& value, const CallArgs& args) {
                         bound[2].as_list().items[1].as_string()};
   }
   style.sort_keys = truthy(bound[3]);
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, to_json_text(value, style));
+  LOCKSTEP_JINJA_ASSIGN(std::string text, to_json_text(value, style));
   return Value(std::move(text));
 }
 
@@ -52,7 +57,7 @@ std::optional<double> parse_float(const std::string& text) {
 
 Expected<Value> filter_int(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"default", Value(0)}, {"base", Value(10)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("int", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("int", args, kParams));
   if (value.is_undefined()) return undefined_error(value);
   if (value.is_int() || value.is_bool()) return Value(value.as_int());
   if (value.is_float()) {
@@ -74,7 +79,7 @@ Expected<Value> filter_int(const Value& value, const CallArgs& args) {
 
 Expected<Value> filter_float(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"default", Value(0.0)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("float", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("float", args, kParams));
   if (value.is_undefined()) return undefined_error(value);
   if (value.is_number()) return Value(value.as_double());
   if (value.is_string())
@@ -84,7 +89,7 @@ Expected<Value> filter_float(const Value& value, const CallArgs& args) {
 
 Expected<Value> filter_round(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"precision", Value(0)}, {"method", Value("common")}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("round", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("round", args, kParams));
   if (value.is_undefined()) return undefined_error(value);
   if (!value.is_number()) return Error{"round needs a number"};
   if (!bound[0].is_int()) return Error{"round precision must be an integer"};
@@ -118,12 +123,13 @@ Expected<Value> filter_round(const Value& value, const CallArgs& args) {
 }
 
 Expected<Value> filter_indent(const Value& value, const CallArgs& args) {
-  static const Param kParams[] = {{"width", Value(4)}, {"first", Value(false)},
-                                  {"blank", Value(false)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("indent", args, kParams));
+  static const Param kParams[] = {
+      {"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}};
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("indent", args, kParams));
   std::string indentation = bound[0].is_string() ? bound[0].as_string()
-                            : bound[0].is_int()  ? std::string(std::max<int64_t>(bound[0].as_int(), 0), ' ')
-                                                 : std::string();
+                            : bound[0].is_int()
+                                ? std::string(std::max<int64_t>(bound[0].as_int(), 0), ' ')
+                                : std::string();
   if (value.is_undefined()) return undefined_error(value);
   if (!value.is_string())
     return Error{"unsupported operand type(s) for +=: '" + type_name(value) + "' and 'str'"};
@@ -140,7 +146,7 @@ Expected<Value> filter_indent(const Value& value, const CallArgs& args) {
 
 Expected<Value> filter_center(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"width", Value(80)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("center", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("center", args, kParams));
   if (!bound[0].is_int()) return Error{"center width must be an integer"};
   std::string text = to_str(value);
   int64_t width = bound[0].as_int();
@@ -160,22 +166,23 @@ Expected<Value> filter_format(const Value& value, const CallArgs& args) {
     for (const auto& [name, argument] : args.keywords) named.set(name, argument);
     format_args = Value(std::move(named));
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(std::string text, percent_format(to_str(value), format_args));
+  LOCKSTEP_JINJA_ASSIGN(std::string text, percent_format(to_str(value), format_args));
   return Value(std::move(text));
 }
 
 Expected<Value> filter_replace(const Value& value, const CallArgs& args) {
-  static const Param kParams[] = {{"old", std::nullopt}, {"new", std::nullopt},
+  static const Param kParams[] = {{"old", std::nullopt},
+                                  {"new", std::nullopt},
                                   {"center", filter_center},
-    {"count", Value(None{})}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("replace", args, kParams));
+                                  {"count", Value(None{})}};
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("replace", args, kParams));
   int64_t count = bound[2].is_none() ? -1 : bound[2].is_int() ? bound[2].as_int() : -1;
   return Value(python_replace(to_str(value), to_str(bound[0]), to_str(bound[1]), count));
 }
 
 Expected<Value> filter_trim(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"chars", Value(None{})}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("trim", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("trim", args, kParams));
   std::optional<std::string> chars;
   if (!bound[0].is_none()) chars = to_str(bound[0]);
   return Value(python_strip(to_str(value), chars, true, true));
@@ -183,11 +190,10 @@ Expected<Value> filter_trim(const Value& value, const CallArgs& args) {
 
 Expected<Value> filter_default(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"default_value", Value("")}, {"boolean", Value(false)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("default", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("default", args, kParams));
   bool use_default = value.is_undefined() || (truthy(bound[1]) && !truthy(value));
   return use_default ? bound[0] : value;
 }
-
 
 template <std::string (*Transform)(std::string_view)>
 Expected<Value> string_filter(const Value& value, const CallArgs& args) {
@@ -221,7 +227,7 @@ Expected<Value> filter_abs(const Value& value, const CallArgs& args) {
 
 Expected<Value> filter_attr(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"name", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("attr", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("attr", args, kParams));
   return get_attribute(value, to_str(bound[0]));
 }
 

@@ -57,7 +57,8 @@ Expected<std::string> format_float(const Value& arg, char type, const Spec& spec
   if (spec.space) pattern += ' ';
   if (spec.alternate) pattern += '#';
   if (spec.zero) pattern += '0';
-  pattern += std::to_string(spec.width) + "." + std::to_string(spec.precision < 0 ? 6 : spec.precision);
+  pattern +=
+      std::to_string(spec.width) + "." + std::to_string(spec.precision < 0 ? 6 : spec.precision);
   pattern += type;
   char text[512];
   std::snprintf(text, sizeof text, pattern.c_str(), arg.as_double());
@@ -140,17 +141,23 @@ Expected<std::string> percent_format(const std::string& format, const Value& arg
     Spec spec;
     for (; i < format.size(); ++i) {
       char flag = format[i];
-      if (flag == '-') spec.left = true;
-      else if (flag == '+') spec.plus = true;
-      else if (flag == ' ') spec.space = true;
-      else if (flag == '#') spec.alternate = true;
-      else if (flag == '0') spec.zero = true;
-      else break;
+      if (flag == '-')
+        spec.left = true;
+      else if (flag == '+')
+        spec.plus = true;
+      else if (flag == ' ')
+        spec.space = true;
+      else if (flag == '#')
+        spec.alternate = true;
+      else if (flag == '0')
+        spec.zero = true;
+      else
+        break;
     }
     auto number = [&](int& target) -> Status {
       if (i < format.size() && format[i] == '*') {
         ++i;
-        LOCKSTEP_ASSIGN_OR_RETURN(Value count, next_arg());
+        LOCKSTEP_JINJA_ASSIGN(Value count, next_arg());
         if (!count.is_int()) return Error{"* wants int"};
         target = static_cast<int>(count.as_int());
         return Status();
@@ -177,9 +184,9 @@ Expected<std::string> percent_format(const std::string& format, const Value& arg
     if (named) {
       arg = *named;
     } else {
-      LOCKSTEP_ASSIGN_OR_RETURN(arg, next_arg());
+      LOCKSTEP_JINJA_ASSIGN(arg, next_arg());
     }
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string piece, format_one(arg, type, spec));
+    LOCKSTEP_JINJA_ASSIGN(std::string piece, format_one(arg, type, spec));
     out += piece;
   }
   // As Python: an argument with __getitem__ (a list, a dict, an Undefined) may go unused.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <optional>
 
 #include "text/jinja_strings.h"
@@ -84,9 +83,9 @@ class Lexer {
 SourcePos Lexer::pos_at(size_t index) const {
   auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), index) - 1;
   size_t start = *line;
-  return SourcePos{static_cast<int>(line - line_starts_.begin()) + 1,
-                   static_cast<int>(code_point_count(std::string_view(src_).substr(
-                       start, index - start))) + 1};
+  return SourcePos{
+      static_cast<int>(line - line_starts_.begin()) + 1,
+      static_cast<int>(code_point_count(std::string_view(src_).substr(start, index - start))) + 1};
 }
 
 size_t Lexer::skip_space(size_t at) const {
@@ -117,7 +116,8 @@ Expected<std::vector<Token>> Lexer::run() {
   while (i_ < src_.size()) {
     size_t open = i_;
     while (open + 1 < src_.size() &&
-           !(src_[open] == '{' && std::strchr("{%#", src_[open + 1]) != nullptr))
+           !(src_[open] == '{' &&
+             std::string_view("{%#").find(src_[open + 1]) != std::string_view::npos))
       ++open;
     if (open + 1 >= src_.size()) {
       push(TokenKind::kText, src_.substr(i_), i_);
@@ -144,11 +144,13 @@ Expected<std::vector<Token>> Lexer::run() {
 Status Lexer::lex_comment(size_t open, size_t after) {
   size_t close = src_.find("#}", after);
   if (close == std::string::npos) return error_at(pos_at(open), "unclosed comment (missing '#}')");
-  char end_sign = close > after && (src_[close - 1] == '-' || src_[close - 1] == '+')
-                      ? src_[close - 1] : 0;
+  char end_sign =
+      close > after && (src_[close - 1] == '-' || src_[close - 1] == '+') ? src_[close - 1] : 0;
   i_ = close + 2;
-  if (end_sign == '-') i_ = skip_space(i_);
-  else if (end_sign == 0 && i_ < src_.size() && src_[i_] == '\n') ++i_;  // trim_blocks
+  if (end_sign == '-')
+    i_ = skip_space(i_);
+  else if (end_sign == 0 && i_ < src_.size() && src_[i_] == '\n')
+    ++i_;  // trim_blocks
   line_starting_ = i_ > close + 2 && src_[i_ - 1] == '\n';
   return Status();
 }
@@ -169,16 +171,18 @@ Status Lexer::lex_raw(size_t open, size_t body) {
     size_t after = at + 2;
     char sign = after < src_.size() && (src_[after] == '-' || src_[after] == '+') ? src_[after] : 0;
     size_t word = skip_space(sign ? after + 1 : after);
-    if (!starts_with(word, "endraw") ||
-        (word + 6 < src_.size() && is_name_char(src_[word + 6])))
+    if (!starts_with(word, "endraw") || (word + 6 < src_.size() && is_name_char(src_[word + 6])))
       continue;
     size_t close = skip_space(word + 6);
     size_t end;
-    if (starts_with(close, "+%}")) end = close + 3;
-    else if (starts_with(close, "-%}")) end = skip_space(close + 3);
+    if (starts_with(close, "+%}"))
+      end = close + 3;
+    else if (starts_with(close, "-%}"))
+      end = skip_space(close + 3);
     else if (starts_with(close, "%}"))
       end = close + 2 + (close + 2 < src_.size() && src_[close + 2] == '\n' ? 1 : 0);
-    else continue;
+    else
+      continue;
     emit_text(src_.substr(body, at - body), body, sign, true);
     i_ = end;
     line_starting_ = end > 0 && src_[end - 1] == '\n';
@@ -205,8 +209,10 @@ Status Lexer::lex_tag(bool block, size_t open) {
       if (strip || keep || starts_with(i_, end)) {
         i_ += end.size() + (strip || keep ? 1 : 0);
         push(block ? TokenKind::kBlockEnd : TokenKind::kVariableEnd, std::string(end), start);
-        if (strip) i_ = skip_space(i_);
-        else if (block && !keep && i_ < src_.size() && src_[i_] == '\n') ++i_;  // trim_blocks
+        if (strip)
+          i_ = skip_space(i_);
+        else if (block && !keep && i_ < src_.size() && src_[i_] == '\n')
+          ++i_;  // trim_blocks
         line_starting_ = i_ > 0 && src_[i_ - 1] == '\n' && i_ > start + end.size();
         return Status();
       }
@@ -224,7 +230,8 @@ Status Lexer::lex_tag(bool block, size_t open) {
       std::string op;
       for (std::string_view two : kTwoChar)
         if (starts_with(i_, two)) op = std::string(two);
-      if (op.empty() && std::strchr("+-*/%~()[]{},.:|=<>;", c) != nullptr) op = std::string(1, c);
+      if (op.empty() && std::string_view("+-*/%~()[]{},.:|=<>;").find(c) != std::string_view::npos)
+        op = std::string(1, c);
       if (op.empty())
         return error_at(pos_at(start), std::string("unexpected character '") + c + "'");
       if (op == "(" || op == "[" || op == "{") brackets.push_back(c);
@@ -243,8 +250,8 @@ Status Lexer::lex_tag(bool block, size_t open) {
 Status Lexer::lex_number() {
   size_t start = i_;
   auto digits = [&] {
-    while (i_ < src_.size() && (is_digit(src_[i_]) ||
-                                (src_[i_] == '_' && i_ + 1 < src_.size() && is_digit(src_[i_ + 1]))))
+    while (i_ < src_.size() && (is_digit(src_[i_]) || (src_[i_] == '_' && i_ + 1 < src_.size() &&
+                                                       is_digit(src_[i_ + 1]))))
       ++i_;
   };
   digits();
@@ -290,7 +297,9 @@ Status Lexer::lex_string() {
     char32_t c = 0;
     for (size_t k = 0; k < count; ++k) {
       char h = src_[i_ + k];
-      int digit = is_digit(h) ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1;
+      int digit = is_digit(h)                          ? h - '0'
+                  : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
+                                                       : -1;
       if (digit < 0) return std::nullopt;
       c = c * 16 + static_cast<char32_t>(digit);
     }

@@ -35,8 +35,8 @@ enum class TokenKind {
   kString,         // text holds the unescaped value
   kInteger,
   kFloat,
-  kOperator,       // text holds the operator: + - * / // % ** ~ ( ) [ ] { } , . : | = == != < <= > >=
-  kEnd,            // end of the template
+  kOperator,  // text holds the operator: + - * / // % ** ~ ( ) [ ] { } , . : | = == != < <= > >=
+  kEnd,       // end of the template
 };
 
 struct Token {

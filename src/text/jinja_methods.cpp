@@ -33,7 +33,7 @@ Value string_list(std::vector<std::string> parts) {
 // startswith / endswith: a string or a tuple of strings.
 Expected<Value> affix_test(const Value& self, const CallArgs& args, bool prefix) {
   static const Param kParams[] = {{"affix", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args(prefix ? "startswith" : "endswith", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args(prefix ? "startswith" : "endswith", args, kParams));
   std::vector<Value> candidates = bound[0].is_list() ? bound[0].as_list().items : bound;
   const std::string& text = self.as_string();
   for (const Value& candidate : candidates) {
@@ -49,16 +49,16 @@ Expected<Value> affix_test(const Value& self, const CallArgs& args, bool prefix)
 
 Expected<Value> strip_method(const Value& self, const CallArgs& args, bool left, bool right) {
   static const Param kParams[] = {{"chars", Value(None{})}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("strip", args, kParams));
-  LOCKSTEP_ASSIGN_OR_RETURN(auto chars, optional_string(bound[0], "strip arg"));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("strip", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto chars, optional_string(bound[0], "strip arg"));
   return Value(python_strip(self.as_string(), chars, left, right));
 }
 
 Expected<Value> split_method(const Value& self, const CallArgs& args, bool from_right) {
   static const Param kParams[] = {{"sep", Value(None{})}, {"maxsplit", Value(-1)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("split", args, kParams));
-  LOCKSTEP_ASSIGN_OR_RETURN(auto sep, optional_string(bound[0], "split separator"));
-  LOCKSTEP_ASSIGN_OR_RETURN(int64_t maxsplit, integer_argument(bound[1], "maxsplit"));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("split", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto sep, optional_string(bound[0], "split separator"));
+  LOCKSTEP_JINJA_ASSIGN(int64_t maxsplit, integer_argument(bound[1], "maxsplit"));
   if (sep && sep->empty()) return Error{"empty separator"};
   return string_list(from_right ? python_rsplit(self.as_string(), sep, maxsplit)
                                 : python_split(self.as_string(), sep, maxsplit));
@@ -67,7 +67,7 @@ Expected<Value> split_method(const Value& self, const CallArgs& args, bool from_
 Expected<Value> find_method_impl(const Value& self, const CallArgs& args, bool from_right,
                                  bool must_find) {
   static const Param kParams[] = {{"sub", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("find", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("find", args, kParams));
   if (!bound[0].is_string()) return Error{"find argument must be a string"};
   const std::string& text = self.as_string();
   size_t at = from_right ? text.rfind(bound[0].as_string()) : text.find(bound[0].as_string());
@@ -77,7 +77,6 @@ Expected<Value> find_method_impl(const Value& self, const CallArgs& args, bool f
   }
   return Value(code_point_count(std::string_view(text).substr(0, at)));
 }
-
 
 template <std::string (*Transform)(std::string_view)>
 Expected<Value> transform_method(const Value& self, const CallArgs& args) {
@@ -92,18 +91,18 @@ Expected<Value> class_method(const Value& self, const CallArgs& args) {
 }
 
 Expected<Value> replace_method(const Value& self, const CallArgs& args) {
-  static const Param kParams[] = {{"old", std::nullopt}, {"new", std::nullopt},
-                                  {"count", Value(-1)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("replace", args, kParams));
+  static const Param kParams[] = {
+      {"old", std::nullopt}, {"new", std::nullopt}, {"count", Value(-1)}};
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("replace", args, kParams));
   if (!bound[0].is_string() || !bound[1].is_string())
     return Error{"replace arguments must be strings"};
-  LOCKSTEP_ASSIGN_OR_RETURN(int64_t count, integer_argument(bound[2], "replace count"));
+  LOCKSTEP_JINJA_ASSIGN(int64_t count, integer_argument(bound[2], "replace count"));
   return Value(python_replace(self.as_string(), bound[0].as_string(), bound[1].as_string(), count));
 }
 
 Expected<Value> count_method(const Value& self, const CallArgs& args) {
   static const Param kParams[] = {{"x", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("count", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("count", args, kParams));
   int64_t count = 0;
   if (self.is_list()) {
     for (const Value& item : self.as_list().items) count += equals(item, bound[0]) ? 1 : 0;
@@ -120,8 +119,8 @@ Expected<Value> count_method(const Value& self, const CallArgs& args) {
 
 Expected<Value> join_method(const Value& self, const CallArgs& args) {
   static const Param kParams[] = {{"iterable", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("join", args, kParams));
-  LOCKSTEP_ASSIGN_OR_RETURN(auto items, iterate(bound[0]));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("join", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto items, iterate(bound[0]));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!items[i].is_string())
@@ -135,7 +134,7 @@ Expected<Value> join_method(const Value& self, const CallArgs& args) {
 
 Expected<Value> affix_removal(const Value& self, const CallArgs& args, bool prefix) {
   static const Param kParams[] = {{"affix", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("removeprefix", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("removeprefix", args, kParams));
   if (!bound[0].is_string()) return Error{"removeprefix/removesuffix argument must be a string"};
   const std::string& text = self.as_string();
   const std::string& affix = bound[0].as_string();
@@ -148,7 +147,7 @@ Expected<Value> affix_removal(const Value& self, const CallArgs& args, bool pref
 
 Expected<Value> splitlines_method(const Value& self, const CallArgs& args) {
   static const Param kParams[] = {{"keepends", Value(false)}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("splitlines", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("splitlines", args, kParams));
   return string_list(python_splitlines(self.as_string(), truthy(bound[0])));
 }
 
@@ -160,10 +159,14 @@ constexpr std::pair<std::string_view, Method> kStringMethods[] = {
     {"rstrip", [](const Value& s, const CallArgs& a) { return strip_method(s, a, false, true); }},
     {"split", [](const Value& s, const CallArgs& a) { return split_method(s, a, false); }},
     {"rsplit", [](const Value& s, const CallArgs& a) { return split_method(s, a, true); }},
-    {"find", [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, false, false); }},
-    {"rfind", [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, true, false); }},
-    {"index", [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, false, true); }},
-    {"rindex", [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, true, true); }},
+    {"find",
+     [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, false, false); }},
+    {"rfind",
+     [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, true, false); }},
+    {"index",
+     [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, false, true); }},
+    {"rindex",
+     [](const Value& s, const CallArgs& a) { return find_method_impl(s, a, true, true); }},
     {"removeprefix", [](const Value& s, const CallArgs& a) { return affix_removal(s, a, true); }},
     {"removesuffix", [](const Value& s, const CallArgs& a) { return affix_removal(s, a, false); }},
     {"upper", transform_method<python_upper>},
@@ -184,7 +187,7 @@ constexpr std::pair<std::string_view, Method> kStringMethods[] = {
 
 Expected<Value> dict_get(const Value& self, const CallArgs& args) {
   static const Param kParams[] = {{"key", std::nullopt}, {"default", Value(None{})}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("get", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("get", args, kParams));
   if (!bound[0].is_string()) return bound[1];
   const Value* found = self.as_dict().find(bound[0].as_string());
   return found ? *found : bound[1];
@@ -208,7 +211,7 @@ constexpr std::pair<std::string_view, Method> kDictMethods[] = {
 
 Expected<Value> list_index(const Value& self, const CallArgs& args) {
   static const Param kParams[] = {{"x", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("index", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("index", args, kParams));
   const auto& items = self.as_list().items;
   for (size_t i = 0; i < items.size(); ++i)
     if (equals(items[i], bound[0])) return Value(i);
@@ -230,7 +233,7 @@ Expected<Value> range_function(const CallArgs& args) {
     return Error{"range() takes 1 to 3 positional arguments"};
   std::vector<int64_t> bounds;
   for (const Value& value : args.positional) {
-    LOCKSTEP_ASSIGN_OR_RETURN(int64_t bound, integer_argument(value, "range argument"));
+    LOCKSTEP_JINJA_ASSIGN(int64_t bound, integer_argument(value, "range argument"));
     bounds.push_back(bound);
   }
   int64_t start = bounds.size() == 1 ? 0 : bounds[0];
@@ -265,13 +268,13 @@ Expected<Value> dict_function(const CallArgs& args) {
 
 Expected<Value> raise_exception_function(const CallArgs& args) {
   static const Param kParams[] = {{"message", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("raise_exception", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("raise_exception", args, kParams));
   return Error{to_str(bound[0])};
 }
 
 Expected<Value> strftime_now_function(const CallArgs& args) {
   static const Param kParams[] = {{"format", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args("strftime_now", args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("strftime_now", args, kParams));
   if (!bound[0].is_string()) return Error{"strftime_now() format must be a string"};
   std::time_t now = std::time(nullptr);
   std::tm local{};

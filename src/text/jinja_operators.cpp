@@ -31,7 +31,8 @@ Expected<Value> checked(Op op, int64_t a, int64_t b) {
 
 // sequence * times; a result over 64 MiB of text or 4M items fails (a template bug, not a prompt).
 Expected<Value> repeat(const Value& sequence, int64_t times) {
-  size_t unit = sequence.is_string() ? sequence.as_string().size() : sequence.as_list().items.size();
+  size_t unit =
+      sequence.is_string() ? sequence.as_string().size() : sequence.as_list().items.size();
   size_t limit = sequence.is_string() ? (size_t{1} << 26) : (size_t{1} << 22);
   if (times > 0 && unit > 0 && static_cast<size_t>(times) > limit / unit)
     return Error{"sequence repetition too large"};
@@ -52,15 +53,16 @@ Expected<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
   int64_t x = both_int ? a.as_int() : 0, y = both_int ? b.as_int() : 0;
   double p = a.as_double(), q = b.as_double();
   auto add = [](int64_t l, int64_t r, int64_t* out) { return __builtin_add_overflow(l, r, out); };
-  auto subtract = [](int64_t l, int64_t r, int64_t* out) { return __builtin_sub_overflow(l, r, out); };
-  auto multiply = [](int64_t l, int64_t r, int64_t* out) { return __builtin_mul_overflow(l, r, out); };
+  auto subtract = [](int64_t l, int64_t r, int64_t* out) {
+    return __builtin_sub_overflow(l, r, out);
+  };
+  auto multiply = [](int64_t l, int64_t r, int64_t* out) {
+    return __builtin_mul_overflow(l, r, out);
+  };
   switch (op) {
-    case BinaryOp::kAdd:
-      return both_int ? checked(add, x, y) : Value(p + q);
-    case BinaryOp::kSubtract:
-      return both_int ? checked(subtract, x, y) : Value(p - q);
-    case BinaryOp::kMultiply:
-      return both_int ? checked(multiply, x, y) : Value(p * q);
+    case BinaryOp::kAdd: return both_int ? checked(add, x, y) : Value(p + q);
+    case BinaryOp::kSubtract: return both_int ? checked(subtract, x, y) : Value(p - q);
+    case BinaryOp::kMultiply: return both_int ? checked(multiply, x, y) : Value(p * q);
     case BinaryOp::kDivide:
       if (q == 0.0) return Error{"division by zero"};
       return Value(both_int ? static_cast<double>(x) / static_cast<double>(y) : p / q);
@@ -133,7 +135,7 @@ Expected<std::optional<int64_t>> slice_part(const Value& part) {
 Expected<Value> binary_op(BinaryOp op, const Value& a, const Value& b) {
   if (a.is_undefined()) return undefined_error(a);
   if (op == BinaryOp::kModulo && a.is_string()) {  // Python formats with an Undefined too
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string formatted, percent_format(a.as_string(), b));
+    LOCKSTEP_JINJA_ASSIGN(std::string formatted, percent_format(a.as_string(), b));
     return Value(std::move(formatted));
   }
   if (b.is_undefined()) return undefined_error(b);
@@ -175,12 +177,12 @@ Expected<bool> compare_op(CompareOp op, const Value& a, const Value& b) {
     case CompareOp::kNotEqual: return !equals(a, b);
     case CompareOp::kIn: return contains(b, a);
     case CompareOp::kNotIn: {
-      LOCKSTEP_ASSIGN_OR_RETURN(bool found, contains(b, a));
+      LOCKSTEP_JINJA_ASSIGN(bool found, contains(b, a));
       return !found;
     }
     default: break;
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(int order, compare(a, b));
+  LOCKSTEP_JINJA_ASSIGN(int order, compare(a, b));
   switch (op) {
     case CompareOp::kLess: return order < 0;
     case CompareOp::kLessEqual: return order <= 0;
@@ -248,13 +250,14 @@ Expected<Value> slice(const Value& value, const Value& start_value, const Value&
   if (value.is_undefined()) return undefined_error(value);
   if (!value.is_string() && !value.is_list())
     return Error{"'" + type_name(value) + "' object is not subscriptable"};
-  LOCKSTEP_ASSIGN_OR_RETURN(std::optional<int64_t> start, slice_part(start_value));
-  LOCKSTEP_ASSIGN_OR_RETURN(std::optional<int64_t> stop, slice_part(stop_value));
-  LOCKSTEP_ASSIGN_OR_RETURN(std::optional<int64_t> step_part, slice_part(step_value));
+  LOCKSTEP_JINJA_ASSIGN(std::optional<int64_t> start, slice_part(start_value));
+  LOCKSTEP_JINJA_ASSIGN(std::optional<int64_t> stop, slice_part(stop_value));
+  LOCKSTEP_JINJA_ASSIGN(std::optional<int64_t> step_part, slice_part(step_value));
   int64_t step = step_part.value_or(1);
   if (step == 0) return Error{"slice step cannot be zero"};
   std::u32string cps = value.is_string() ? utf8_decode(value.as_string()) : std::u32string();
-  int64_t size = static_cast<int64_t>(value.is_string() ? cps.size() : value.as_list().items.size());
+  int64_t size =
+      static_cast<int64_t>(value.is_string() ? cps.size() : value.as_list().items.size());
   auto adjust = [&](std::optional<int64_t> index, int64_t when_absent) {
     if (!index) return when_absent;
     int64_t i = *index;

@@ -33,7 +33,7 @@ std::string describe_tags(std::initializer_list<std::string_view> tags) {
 }  // namespace
 
 Expected<NodeList> parse_template(std::string_view source) {
-  LOCKSTEP_ASSIGN_OR_RETURN(std::vector<Token> tokens, tokenize(source));
+  LOCKSTEP_JINJA_ASSIGN(std::vector<Token> tokens, tokenize(source));
   return Parser(std::move(tokens)).parse_all();
 }
 
@@ -84,8 +84,8 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
     switch (token.kind) {
       case TokenKind::kEnd: {
         if (end_tags.size() == 0) return body;
-        return error_at(open_pos, "unclosed '" + open_tag + "' tag (expected " +
-                                      describe_tags(end_tags) + ")");
+        return error_at(
+            open_pos, "unclosed '" + open_tag + "' tag (expected " + describe_tags(end_tags) + ")");
       }
       case TokenKind::kText: {
         NodePtr node = make_node(NodeKind::kText, token.pos);
@@ -97,7 +97,7 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
       case TokenKind::kVariableBegin: {
         NodePtr node = make_node(NodeKind::kOutput, token.pos);
         advance();
-        LOCKSTEP_ASSIGN_OR_RETURN(node->expr, parse_tuple(true, {}, false));
+        LOCKSTEP_JINJA_ASSIGN(node->expr, parse_tuple(true, {}, false));
         if (current().kind != TokenKind::kVariableEnd) return unexpected("'}}'");
         advance();
         body.push_back(std::move(node));
@@ -113,8 +113,8 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
           return body;
         }
         static constexpr std::string_view kClosingTags[] = {
-            "elif", "else", "endif", "endfor", "endset", "endmacro", "endwith", "endfilter",
-            "endgeneration", "endraw"};
+            "elif",     "else",    "endif",     "endfor",        "endset",
+            "endmacro", "endwith", "endfilter", "endgeneration", "endraw"};
         if (name.kind == TokenKind::kName &&
             std::find(std::begin(kClosingTags), std::end(kClosingTags), name.text) !=
                 std::end(kClosingTags)) {
@@ -126,7 +126,7 @@ Expected<NodeList> Parser::parse_body(Names end_tags, const std::string& open_ta
                                         describe_tags(end_tags) + " first");
         }
         advance();
-        LOCKSTEP_ASSIGN_OR_RETURN(NodePtr node, parse_statement());
+        LOCKSTEP_JINJA_ASSIGN(NodePtr node, parse_statement());
         body.push_back(std::move(node));
         break;
       }
@@ -155,7 +155,7 @@ Expected<NodePtr> Parser::parse_statement() {
     LOCKSTEP_TRY(expect_block_end(tag));
     NodePtr node = make_node(NodeKind::kBody, pos);
     std::string end;
-    LOCKSTEP_ASSIGN_OR_RETURN(node->body, parse_body({"endgeneration"}, tag, pos, &end));
+    LOCKSTEP_JINJA_ASSIGN(node->body, parse_body({"endgeneration"}, tag, pos, &end));
     LOCKSTEP_TRY(expect_block_end(end));
     return node;
   }
@@ -168,15 +168,15 @@ Expected<NodePtr> Parser::parse_if(SourcePos pos) {
   while (true) {
     ExprPtr condition;
     if (end != "else") {
-      LOCKSTEP_ASSIGN_OR_RETURN(condition, parse_tuple(false, {}, false));
+      LOCKSTEP_JINJA_ASSIGN(condition, parse_tuple(false, {}, false));
     }
     LOCKSTEP_TRY(expect_block_end(end));
     std::string next_end;
     NodeList body;
     if (end == "else") {
-      LOCKSTEP_ASSIGN_OR_RETURN(body, parse_body({"endif"}, "if", pos, &next_end));
+      LOCKSTEP_JINJA_ASSIGN(body, parse_body({"endif"}, "if", pos, &next_end));
     } else {
-      LOCKSTEP_ASSIGN_OR_RETURN(body, parse_body({"elif", "else", "endif"}, "if", pos, &next_end));
+      LOCKSTEP_JINJA_ASSIGN(body, parse_body({"elif", "else", "endif"}, "if", pos, &next_end));
     }
     node->branches.emplace_back(std::move(condition), std::move(body));
     end = next_end;
@@ -188,13 +188,13 @@ Expected<NodePtr> Parser::parse_if(SourcePos pos) {
 
 Expected<NodePtr> Parser::parse_for(SourcePos pos) {
   NodePtr node = make_node(NodeKind::kFor, pos);
-  LOCKSTEP_ASSIGN_OR_RETURN(node->target, parse_assign_target(false));
+  LOCKSTEP_JINJA_ASSIGN(node->target, parse_assign_target(false));
   if (!at_name("in")) return unexpected("'in'");
   advance();
-  LOCKSTEP_ASSIGN_OR_RETURN(node->expr, parse_tuple(false, {"recursive"}, false));
+  LOCKSTEP_JINJA_ASSIGN(node->expr, parse_tuple(false, {"recursive"}, false));
   if (at_name("if")) {
     advance();
-    LOCKSTEP_ASSIGN_OR_RETURN(node->condition, parse_expression());
+    LOCKSTEP_JINJA_ASSIGN(node->condition, parse_expression());
   }
   if (at_name("recursive")) return error_at(current().pos, "recursive loops are not supported");
   LOCKSTEP_TRY(expect_block_end("for"));
@@ -206,26 +206,26 @@ Expected<NodePtr> Parser::parse_for(SourcePos pos) {
   node->body = std::move(body).value();
   if (end == "else") {
     LOCKSTEP_TRY(expect_block_end("else"));
-    LOCKSTEP_ASSIGN_OR_RETURN(node->else_body, parse_body({"endfor"}, "for", pos, &end));
+    LOCKSTEP_JINJA_ASSIGN(node->else_body, parse_body({"endfor"}, "for", pos, &end));
   }
   LOCKSTEP_TRY(expect_block_end("endfor"));
   return node;
 }
 
 Expected<NodePtr> Parser::parse_set(SourcePos pos) {
-  LOCKSTEP_ASSIGN_OR_RETURN(ExprPtr target, parse_assign_target(true));
+  LOCKSTEP_JINJA_ASSIGN(ExprPtr target, parse_assign_target(true));
   if (at_operator("=")) {
     advance();
     NodePtr node = make_node(NodeKind::kSet, pos);
     node->target = std::move(target);
-    LOCKSTEP_ASSIGN_OR_RETURN(node->expr, parse_tuple(true, {}, false));
+    LOCKSTEP_JINJA_ASSIGN(node->expr, parse_tuple(true, {}, false));
     LOCKSTEP_TRY(expect_block_end("set"));
     return node;
   }
   NodePtr node = make_node(NodeKind::kSetBlock, pos);
   node->target = std::move(target);
   if (at_operator("|")) {
-    LOCKSTEP_ASSIGN_OR_RETURN(node->expr, parse_filters(nullptr, false));
+    LOCKSTEP_JINJA_ASSIGN(node->expr, parse_filters(nullptr, false));
   }
   LOCKSTEP_TRY(expect_block_end("set"));
   std::string end;
@@ -240,16 +240,16 @@ Expected<NodePtr> Parser::parse_set(SourcePos pos) {
 
 Expected<NodePtr> Parser::parse_macro(SourcePos pos) {
   NodePtr node = make_node(NodeKind::kMacro, pos);
-  LOCKSTEP_ASSIGN_OR_RETURN(node->text, expect_name());
+  LOCKSTEP_JINJA_ASSIGN(node->text, expect_name());
   LOCKSTEP_TRY(expect_operator("("));
   while (!at_operator(")")) {
     if (!node->params.empty()) LOCKSTEP_TRY(expect_operator(","));
     if (at_operator(")")) break;
     Parameter param;
-    LOCKSTEP_ASSIGN_OR_RETURN(param.name, expect_name());
+    LOCKSTEP_JINJA_ASSIGN(param.name, expect_name());
     if (at_operator("=")) {
       advance();
-      LOCKSTEP_ASSIGN_OR_RETURN(param.default_value, parse_expression());
+      LOCKSTEP_JINJA_ASSIGN(param.default_value, parse_expression());
     } else if (!node->params.empty() && node->params.back().default_value) {
       return error_at(current().pos, "non-default argument follows default argument");
     }
@@ -272,50 +272,44 @@ Expected<NodePtr> Parser::parse_with(SourcePos pos) {
   while (current().kind != TokenKind::kBlockEnd) {
     if (!node->params.empty()) LOCKSTEP_TRY(expect_operator(","));
     Parameter param;
-    LOCKSTEP_ASSIGN_OR_RETURN(param.name, expect_name());
+    LOCKSTEP_JINJA_ASSIGN(param.name, expect_name());
     LOCKSTEP_TRY(expect_operator("="));
-    LOCKSTEP_ASSIGN_OR_RETURN(param.default_value, parse_expression());
+    LOCKSTEP_JINJA_ASSIGN(param.default_value, parse_expression());
     node->params.push_back(std::move(param));
   }
   LOCKSTEP_TRY(expect_block_end("with"));
   std::string end;
-  LOCKSTEP_ASSIGN_OR_RETURN(node->body, parse_body({"endwith"}, "with", pos, &end));
+  LOCKSTEP_JINJA_ASSIGN(node->body, parse_body({"endwith"}, "with", pos, &end));
   LOCKSTEP_TRY(expect_block_end("endwith"));
   return node;
 }
 
 Expected<NodePtr> Parser::parse_filter_block(SourcePos pos) {
   NodePtr node = make_node(NodeKind::kFilterBlock, pos);
-  LOCKSTEP_ASSIGN_OR_RETURN(node->expr, parse_filters(nullptr, true));
+  LOCKSTEP_JINJA_ASSIGN(node->expr, parse_filters(nullptr, true));
   LOCKSTEP_TRY(expect_block_end("filter"));
   std::string end;
-  LOCKSTEP_ASSIGN_OR_RETURN(node->body, parse_body({"endfilter"}, "filter", pos, &end));
+  LOCKSTEP_JINJA_ASSIGN(node->body, parse_body({"endfilter"}, "filter", pos, &end));
   LOCKSTEP_TRY(expect_block_end("endfilter"));
   return node;
 }
 
 Expected<ExprPtr> Parser::parse_assign_target(bool with_namespace) {
   auto name_expr = [](const Token& token) {
-    auto expr = std::make_unique<Expr>();
-    expr->kind = ExprKind::kName;
-    expr->pos = token.pos;
+    ExprPtr expr = make_expr(ExprKind::kName, token.pos);
     expr->name = token.text;
     return expr;
   };
-  if (with_namespace && current().kind == TokenKind::kName && peek(1).kind == TokenKind::kOperator &&
-      peek(1).text == ".") {
-    auto attribute = std::make_unique<Expr>();
-    attribute->kind = ExprKind::kAttribute;
-    attribute->pos = current().pos;
+  if (with_namespace && current().kind == TokenKind::kName &&
+      peek(1).kind == TokenKind::kOperator && peek(1).text == ".") {
+    ExprPtr attribute = make_expr(ExprKind::kAttribute, current().pos);
     attribute->args.push_back(name_expr(current()));
     advance();
     advance();
-    LOCKSTEP_ASSIGN_OR_RETURN(attribute->name, expect_name());
+    LOCKSTEP_JINJA_ASSIGN(attribute->name, expect_name());
     return attribute;
   }
-  auto tuple = std::make_unique<Expr>();
-  tuple->kind = ExprKind::kTuple;
-  tuple->pos = current().pos;
+  ExprPtr tuple = make_expr(ExprKind::kTuple, current().pos);
   bool parenthesized = at_operator("(");
   if (parenthesized) advance();
   while (true) {

@@ -18,8 +18,8 @@ namespace lockstep::jinja {
 // The statements of a whole template. Errors name the line and column.
 [[nodiscard]] Expected<NodeList> parse_template(std::string_view source);
 
-// The parser's state; statements are in jinja_parser.cpp and expressions in
-// jinja_parse_expression.cpp. Use parse_template.
+// The parser's state; statements are in jinja_parser.cpp, expressions in
+// jinja_parse_expression.cpp and jinja_parse_postfix.cpp. Use parse_template.
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : tokens_(std::move(tokens)) {}

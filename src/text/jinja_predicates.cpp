@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "text/jinja_ast.h"
+#include "text/jinja_case.h"
 #include "text/jinja_filters.h"
 #include "text/jinja_operators.h"
-#include "text/jinja_case.h"
 #include "text/jinja_strings.h"
 
 namespace lockstep::jinja {
@@ -13,7 +13,7 @@ namespace {
 
 Expected<Value> one_argument(const char* test, const CallArgs& args) {
   static const Param kParams[] = {{"other", std::nullopt}};
-  LOCKSTEP_ASSIGN_OR_RETURN(auto bound, bind_args(test, args, kParams));
+  LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args(test, args, kParams));
   return bound[0];
 }
 
@@ -31,30 +31,30 @@ Expected<bool> simple(const Value& value, const CallArgs& args) {
 
 template <CompareOp Op>
 Expected<bool> comparison(const Value& value, const CallArgs& args) {
-  LOCKSTEP_ASSIGN_OR_RETURN(Value other, one_argument("comparison", args));
+  LOCKSTEP_JINJA_ASSIGN(Value other, one_argument("comparison", args));
   return compare_op(Op, value, other);
 }
 
 // jinja2's `value % 2 == remainder`.
 Expected<bool> parity(const Value& value, const CallArgs& args, int remainder) {
   LOCKSTEP_TRY(no_argument("even/odd", args));
-  LOCKSTEP_ASSIGN_OR_RETURN(Value modulo, binary_op(BinaryOp::kModulo, value, Value(2)));
+  LOCKSTEP_JINJA_ASSIGN(Value modulo, binary_op(BinaryOp::kModulo, value, Value(2)));
   return equals(modulo, Value(remainder));
 }
 
 Expected<bool> divisible_by(const Value& value, const CallArgs& args) {
-  LOCKSTEP_ASSIGN_OR_RETURN(Value divisor, one_argument("divisibleby", args));
-  LOCKSTEP_ASSIGN_OR_RETURN(Value remainder, binary_op(BinaryOp::kModulo, value, divisor));
+  LOCKSTEP_JINJA_ASSIGN(Value divisor, one_argument("divisibleby", args));
+  LOCKSTEP_JINJA_ASSIGN(Value remainder, binary_op(BinaryOp::kModulo, value, divisor));
   return equals(remainder, Value(0));
 }
 
 Expected<bool> in_test(const Value& value, const CallArgs& args) {
-  LOCKSTEP_ASSIGN_OR_RETURN(Value container, one_argument("in", args));
+  LOCKSTEP_JINJA_ASSIGN(Value container, one_argument("in", args));
   return contains(container, value);
 }
 
 Expected<bool> same_as(const Value& value, const CallArgs& args) {
-  LOCKSTEP_ASSIGN_OR_RETURN(Value other, one_argument("sameas", args));
+  LOCKSTEP_JINJA_ASSIGN(Value other, one_argument("sameas", args));
   return value.same_object(other);
 }
 

@@ -27,8 +27,10 @@ Value loop_object(const std::vector<Value>& items, size_t index) {
   loop.set("length", Value(n));
   loop.set("depth", Value(1));
   loop.set("depth0", Value(0));
-  loop.set("previtem", index > 0 ? items[index - 1] : Value(Undefined{"there is no previous item"}));
-  loop.set("nextitem", index + 1 < n ? items[index + 1] : Value(Undefined{"there is no next item"}));
+  loop.set("previtem",
+           index > 0 ? items[index - 1] : Value(Undefined{"there is no previous item"}));
+  loop.set("nextitem",
+           index + 1 < n ? items[index + 1] : Value(Undefined{"there is no next item"}));
   loop.set("cycle", Callable{"loop.cycle", [index](const CallArgs& args) -> Expected<Value> {
                                if (args.positional.empty())
                                  return Error{"no items for cycling given"};
@@ -71,7 +73,7 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
   switch (node.kind) {
     case NodeKind::kText: out += node.text; return Status();
     case NodeKind::kOutput: {
-      LOCKSTEP_ASSIGN_OR_RETURN(Value value, eval(*node.expr, scope));
+      LOCKSTEP_JINJA_ASSIGN(Value value, eval(*node.expr, scope));
       out += to_str(value);
       return Status();
     }
@@ -79,7 +81,7 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
       for (const auto& [condition, body] : node.branches) {
         bool taken = !condition;
         if (condition) {
-          LOCKSTEP_ASSIGN_OR_RETURN(Value value, eval(*condition, scope));
+          LOCKSTEP_JINJA_ASSIGN(Value value, eval(*condition, scope));
           taken = truthy(value);
         }
         if (taken) return render(body, scope, out, flow);
@@ -87,7 +89,7 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
       return Status();
     case NodeKind::kFor: return render_for(node, scope, out);
     case NodeKind::kSet: {
-      LOCKSTEP_ASSIGN_OR_RETURN(Value value, eval(*node.expr, scope));
+      LOCKSTEP_JINJA_ASSIGN(Value value, eval(*node.expr, scope));
       return assign(*node.target, value, scope);
     }
     case NodeKind::kSetBlock:
@@ -98,17 +100,19 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
                           captured, inner));
       Value value(std::move(captured));
       if (node.expr) {
-        LOCKSTEP_ASSIGN_OR_RETURN(value, apply_filter_chain(*node.expr, value, scope));
+        LOCKSTEP_JINJA_ASSIGN(value, apply_filter_chain(*node.expr, value, scope));
       }
       if (node.kind == NodeKind::kSetBlock) return assign(*node.target, value, scope);
       out += to_str(value);
       return Status();
     }
-    case NodeKind::kMacro: scope->variables.set(node.text, make_macro(node, scope)); return Status();
+    case NodeKind::kMacro:
+      scope->variables.set(node.text, make_macro(node, scope));
+      return Status();
     case NodeKind::kWith: {
       ScopePtr inner = child_scope(scope);
       for (const Parameter& param : node.params) {
-        LOCKSTEP_ASSIGN_OR_RETURN(Value value, eval(*param.default_value, scope));
+        LOCKSTEP_JINJA_ASSIGN(Value value, eval(*param.default_value, scope));
         inner->variables.set(param.name, std::move(value));
       }
       return render(node.body, inner, out, flow);
@@ -121,7 +125,7 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
 }
 
 Status Renderer::render_for(const Node& node, const ScopePtr& scope, std::string& out) {
-  LOCKSTEP_ASSIGN_OR_RETURN(Value iterable, eval(*node.expr, scope));
+  LOCKSTEP_JINJA_ASSIGN(Value iterable, eval(*node.expr, scope));
   auto listed = iterate(iterable);
   if (!listed.ok()) return error_at(node.expr->pos, listed.error().message);
   std::vector<Value> items = std::move(listed).value();
@@ -130,7 +134,7 @@ Status Renderer::render_for(const Node& node, const ScopePtr& scope, std::string
     for (const Value& item : items) {
       ScopePtr probe = child_scope(scope);
       LOCKSTEP_TRY(assign(*node.target, item, probe));
-      LOCKSTEP_ASSIGN_OR_RETURN(Value keep, eval(*node.condition, probe));
+      LOCKSTEP_JINJA_ASSIGN(Value keep, eval(*node.condition, probe));
       if (truthy(keep)) kept.push_back(item);
     }
     items = std::move(kept);
@@ -198,8 +202,10 @@ Expected<Value> Renderer::call_macro(const Node& macro, const std::weak_ptr<Scop
   ScopePtr scope = child_scope(defining);
   std::vector<Value> varargs;
   for (size_t i = 0; i < args.positional.size(); ++i) {
-    if (i < macro.params.size()) scope->variables.set(macro.params[i].name, args.positional[i]);
-    else varargs.push_back(args.positional[i]);
+    if (i < macro.params.size())
+      scope->variables.set(macro.params[i].name, args.positional[i]);
+    else
+      varargs.push_back(args.positional[i]);
   }
   Dict kwargs;
   for (const auto& [name, value] : args.keywords) {
@@ -210,15 +216,17 @@ Expected<Value> Renderer::call_macro(const Node& macro, const std::weak_ptr<Scop
         return Error{"macro '" + macro.text + "' got multiple values for argument '" + name + "'"};
       is_param = true;
     }
-    if (is_param) scope->variables.set(name, value);
-    else kwargs.set(name, value);
+    if (is_param)
+      scope->variables.set(name, value);
+    else
+      kwargs.set(name, value);
   }
   for (size_t i = args.positional.size(); i < macro.params.size(); ++i) {
     const Parameter& param = macro.params[i];
     if (scope->variables.find(param.name)) continue;
     Value fallback(Undefined{"parameter '" + param.name + "' was not provided"});
     if (param.default_value) {
-      LOCKSTEP_ASSIGN_OR_RETURN(fallback, eval(*param.default_value, scope));
+      LOCKSTEP_JINJA_ASSIGN(fallback, eval(*param.default_value, scope));
     }
     scope->variables.set(param.name, std::move(fallback));
   }

@@ -71,8 +71,8 @@ size_t code_point_count(std::string_view text) {
 
 bool is_python_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202f || c == 0x205f || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000;
 }
 
 std::string python_strip(std::string_view text, const std::optional<std::string>& chars, bool left,
@@ -201,8 +201,8 @@ std::string python_float_repr(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
   char buffer[64];
-  auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value,
-                                    std::chars_format::scientific);
+  auto [end, error] =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
   std::string scientific(buffer, end);  // shortest round-trip digits: "-1.2345e+02"
   bool negative = scientific[0] == '-';
   size_t e = scientific.find('e');
@@ -246,10 +246,9 @@ std::string python_string_repr(std::string_view text) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad ||
-               (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
-               (c >= 0x205f && c <= 0x206f) || c == 0x3000 || c == 0xfeff ||
-               (c >= 0xd800 && c <= 0xdfff)) {  // not printable in Python's sense
+    } else if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad || (c >= 0x2000 && c <= 0x200f) ||
+               (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x206f) || c == 0x3000 ||
+               c == 0xfeff || (c >= 0xd800 && c <= 0xdfff)) {  // not printable in Python's sense
       std::snprintf(escaped, sizeof escaped, c < 0x100 ? "\\x%02x" : "\\u%04x",
                     static_cast<unsigned>(c));
       out += escaped;

@@ -21,8 +21,9 @@ void utf8_append(std::string& out, char32_t code_point);
 // Python's str.isspace() for one code point (the Unicode whitespace of str.split() and strip()).
 [[nodiscard]] bool is_python_space(char32_t code_point);
 // Python's str.strip/lstrip/rstrip: `chars` (a set of code points) or whitespace when absent.
-[[nodiscard]] std::string python_strip(std::string_view text, const std::optional<std::string>& chars,
-                                       bool left, bool right);
+[[nodiscard]] std::string python_strip(std::string_view text,
+                                       const std::optional<std::string>& chars, bool left,
+                                       bool right);
 // Python's str.split(sep, maxsplit); without `sep`, splits on runs of whitespace and drops empty
 // pieces. `sep` must not be empty (the caller reports that error). maxsplit < 0: no limit.
 [[nodiscard]] std::vector<std::string> python_split(std::string_view text,

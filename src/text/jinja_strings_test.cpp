@@ -35,7 +35,8 @@ TEST(JinjaStrings, StripAndSplitUseUnicodeWhitespace) {
   EXPECT_EQ(python_rsplit("  a  b c ", std::nullopt, 1), (std::vector<std::string>{"  a  b", "c"}));
   EXPECT_EQ(python_split("a,,b", std::string(","), -1), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(python_rsplit("a,b,c", std::string(","), 1), (std::vector<std::string>{"a,b", "c"}));
-  EXPECT_EQ(python_splitlines("a\r\nb\rc\u2028d\n", false), (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(python_splitlines("a\r\nb\rc\u2028d\n", false),
+            (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(python_replace("abc", "", "-", -1), "-a-b-c-");
 }
 
@@ -52,7 +53,8 @@ TEST(JinjaStrings, Utf8RoundTripsAnyBytes) {
 TEST(JinjaStrings, ReprAndJsonQuoting) {
   EXPECT_EQ(python_string_repr("it's"), "\"it's\"");
   EXPECT_EQ(python_string_repr("a'b\"c\n\x01\u00e9"), "'a\\'b\"c\\n\\x01\u00e9'");
-  EXPECT_EQ(json_quote("a\"\\\n\x01\u00e9\U0001F600", false), "\"a\\\"\\\\\\n\\u0001\u00e9\U0001F600\"");
+  EXPECT_EQ(json_quote("a\"\\\n\x01\u00e9\U0001F600", false),
+            "\"a\\\"\\\\\\n\\u0001\u00e9\U0001F600\"");
   EXPECT_EQ(json_quote("\u00e9\U0001F600", true), "\"\\u00e9\\ud83d\\ude00\"");
 }
 

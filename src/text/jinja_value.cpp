@@ -235,8 +235,8 @@ Value convert_json(const Json& json) {
 }
 
 Status write_json(const Value& value, const JsonStyle& style, int depth, std::string& out) {
-  std::string item_separator = style.separators ? style.separators->first
-                                                : (style.indent ? "," : ", ");
+  std::string item_separator =
+      style.separators ? style.separators->first : (style.indent ? "," : ", ");
   std::string key_separator = style.separators ? style.separators->second : ": ";
   auto newline = [&](int level) {
     if (!style.indent) return;
@@ -249,11 +249,14 @@ Status write_json(const Value& value, const JsonStyle& style, int depth, std::st
     case Value::Kind::kInt: out += std::to_string(value.as_int()); return Status();
     case Value::Kind::kFloat: {
       double d = value.as_double();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
-                                                    : python_float_repr(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : python_float_repr(d);
       return Status();
     }
-    case Value::Kind::kString: out += json_quote(value.as_string(), style.ensure_ascii); return Status();
+    case Value::Kind::kString:
+      out += json_quote(value.as_string(), style.ensure_ascii);
+      return Status();
     case Value::Kind::kList: {
       const auto& items = value.as_list().items;
       if (items.empty()) {
@@ -291,8 +294,7 @@ Status write_json(const Value& value, const JsonStyle& style, int depth, std::st
       out += '}';
       return Status();
     }
-    default:
-      return Error{"Object of type " + type_name(value) + " is not JSON serializable"};
+    default: return Error{"Object of type " + type_name(value) + " is not JSON serializable"};
   }
 }
 
@@ -310,13 +312,13 @@ Expected<std::string> to_json_text(const Value& value, const JsonStyle& style) {
 Expected<std::vector<Value>> bind_args(const std::string& function, const CallArgs& args,
                                        std::span<const Param> params) {
   if (args.positional.size() > params.size())
-    return Error{function + "() takes at most " + std::to_string(params.size()) +
-                 " argument(s) (" + std::to_string(args.positional.size()) + " given)"};
+    return Error{function + "() takes at most " + std::to_string(params.size()) + " argument(s) (" +
+                 std::to_string(args.positional.size()) + " given)"};
   std::vector<std::optional<Value>> bound(params.size());
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = args.positional[i];
   for (const auto& [name, value] : args.keywords) {
-    auto param = std::find_if(params.begin(), params.end(),
-                              [&](const Param& p) { return p.name == name; });
+    auto param =
+        std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == name; });
     if (param == params.end())
       return Error{function + "() got an unexpected keyword argument '" + name + "'"};
     size_t index = static_cast<size_t>(param - params.begin());

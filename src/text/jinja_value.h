@@ -59,16 +59,26 @@ struct Namespace {
 
 class Value {
  public:
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace,
-                    kCallable };
+  // In the order of data_'s alternatives.
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kCallable
+  };
 
   Value() : data_(Undefined{}) {}
   Value(Undefined undefined) : data_(std::move(undefined)) {}
   Value(None) : data_(None{}) {}
   Value(bool b) : data_(b) {}
   template <std::integral I>
-    requires(!std::same_as<I, bool>)
-  Value(I i) : data_(static_cast<int64_t>(i)) {}
+  requires(!std::same_as<I, bool>) Value(I i) : data_(static_cast<int64_t>(i)) {}
   Value(double d) : data_(d) {}
   Value(std::string s) : data_(std::move(s)) {}
   Value(const char* s) : data_(std::string(s)) {}
@@ -96,7 +106,7 @@ class Value {
 
   // Accessors; each requires the matching kind.
   bool as_bool() const { return std::get<bool>(data_); }
-  int64_t as_int() const;  // an int or a bool
+  int64_t as_int() const;    // an int or a bool
   double as_double() const;  // any number
   const std::string& as_string() const { return std::get<std::string>(data_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(data_); }
@@ -164,12 +174,13 @@ struct Param {
 }  // namespace lockstep::jinja
 
 // Evaluates an Expected expression; on error returns the error from the enclosing function,
-// else declares `lhs` initialised with the value.
+// else assigns the value to `lhs`, which may declare a variable: LOCKSTEP_JINJA_ASSIGN(Value v,
+// eval(e)). Several statements: brace it in an if.
 #define LOCKSTEP_JINJA_CONCAT_INNER(a, b) a##b
 #define LOCKSTEP_JINJA_CONCAT(a, b) LOCKSTEP_JINJA_CONCAT_INNER(a, b)
-#define LOCKSTEP_ASSIGN_OR_RETURN(lhs, expr) \
-  LOCKSTEP_ASSIGN_OR_RETURN_IMPL(LOCKSTEP_JINJA_CONCAT(lockstep_assign_, __LINE__), lhs, expr)
-#define LOCKSTEP_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                   \
+#define LOCKSTEP_JINJA_ASSIGN(lhs, expr) \
+  LOCKSTEP_JINJA_ASSIGN_IMPL(LOCKSTEP_JINJA_CONCAT(lockstep_assign_, __LINE__), lhs, expr)
+#define LOCKSTEP_JINJA_ASSIGN_IMPL(tmp, lhs, expr)      \
+  auto tmp = (expr);                                    \
   if (!tmp.ok()) return ::lockstep::Error{tmp.error()}; \
   lhs = std::move(tmp).value()
