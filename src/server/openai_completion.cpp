@@ -82,15 +82,18 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     chunk_logprobs.clear();
   };
 
+  auto last_check = std::chrono::steady_clock::now();
   while (!end) {
     std::optional<ChannelEvent> event = channel->next(kClientCheck);
-    if (!event) {
-      if (!client_gone && responder.client_gone()) {
+    // Look for a departed client every kClientCheck, whether or not tokens keep coming.
+    if (!client_gone && std::chrono::steady_clock::now() - last_check >= kClientCheck) {
+      last_check = std::chrono::steady_clock::now();
+      if (responder.client_gone()) {
         client_gone = true;
         handle.cancel();
       }
-      continue;
     }
+    if (!event) continue;
     if (event->logprobs && !cancelled_by_stop) {
       logprobs.push_back(*event->logprobs);
       chunk_logprobs.push_back(*event->logprobs);
