@@ -1,7 +1,7 @@
-// The Llama-family fixtures against the Hugging Face transformers reference (float64):
-// logits at every position within 2e-3, greedy tokens equal up to the first near-tie, and
-// the step-invariance rules (a prompt filled in any chunks, or decoded token by token, gives
-// bit-identical logits).
+// Every family's fixtures against the Hugging Face transformers reference (float64): logits at
+// every position within 2e-3, greedy tokens through the decode path (for Nemotron-H, the
+// single-step recurrence) equal up to the first near-tie; and, for the Llama family, a prompt
+// filled in any chunks, or decoded token by token, gives bit-identical logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,6 +72,8 @@ TEST_P(FixtureTest, GreedyTokensMatchReferenceUpToFirstNearTie) {
 }
 
 TEST_P(FixtureTest, ChunkedFillAndDecodeGiveBitIdenticalLogits) {
+  if (GetParam().model.rfind("nemotron", 0) == 0)
+    GTEST_SKIP() << "Mamba2's SSD pieces follow the chunks: see NemotronFixture.ChunkedFills...";
   const FixtureCase& c = cases[3];  // 130 tokens
   SoloRun whole(*model, 256);
   auto reference = whole.prompt_logits(c.ids);
@@ -86,7 +88,9 @@ TEST_P(FixtureTest, ChunkedFillAndDecodeGiveBitIdenticalLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FixtureTest,
                          ::testing::Values(FixtureParam{"llama", "cpu"}, FixtureParam{"qwen3", "cpu"},
-                                           FixtureParam{"llama", "cpu-generic"}, FixtureParam{"qwen3", "cpu-1thread"}),
+                                           FixtureParam{"llama", "cpu-generic"}, FixtureParam{"qwen3", "cpu-1thread"},
+                                           FixtureParam{"nemotron_h", "cpu"}, FixtureParam{"nemotron_h_moe", "cpu"},
+                                           FixtureParam{"nemotron_h", "cpu-generic"}),
                          param_name);
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The Nemotron-H fixtures (dense and MoE) against the transformers reference: logits at every
-// position, greedy tokens through the single-step recurrence, and fills in chunks.
+// The Nemotron-H fixtures (dense and MoE): fills in chunks against the reference and against
+// each other, and the config styles and errors. (Logits and greedy tokens: fixture_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,32 +32,6 @@ class NemotronFixture : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Model> model;
   std::vector<FixtureCase> cases;
 };
-
-TEST_P(NemotronFixture, LogitsAtEveryPositionMatchReference) {
-  ASSERT_EQ(cases.size(), 5u);
-  for (const FixtureCase& c : cases) {
-    SoloRun run(*model, 512);
-    auto logits = run.prompt_logits(c.ids);
-    ASSERT_TRUE(logits.ok()) << logits.error().message;
-    EXPECT_LE(max_abs_difference(*logits, c.logits), 2e-3) << "prompt of " << c.ids.size() << " tokens";
-  }
-}
-
-TEST_P(NemotronFixture, GreedyTokensThroughTheRecurrenceMatchReference) {
-  for (const FixtureCase& c : cases) {
-    SoloRun run(*model, 512);
-    GenerateRequest request;
-    request.prompt = c.ids;
-    request.max_tokens = int64_t(c.greedy.size());
-    request.ignore_eos = true;  // the reference ran past end ids
-    auto result = run.generate(request);
-    ASSERT_TRUE(result.ok()) << result.error().message;
-    size_t checked = greedy_steps_to_check(c.margins, 1e-3f);
-    ASSERT_GE(result->tokens.size(), checked);
-    for (size_t i = 0; i < checked; ++i)
-      ASSERT_EQ(result->tokens[i], c.greedy[i]) << "step " << i << " of the " << c.ids.size() << "-token prompt";
-  }
-}
 
 TEST_P(NemotronFixture, ChunkedFillsStayWithinToleranceAndRepeatBitForBit) {
   const FixtureCase& c = cases[4];  // 300 tokens: crosses Mamba chunks

@@ -4,6 +4,16 @@
 
 namespace lockstep {
 
+int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {
+  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
+  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  info_.page_size = options.page_size;
+  info_.max_context = max_pages * options.page_size;
+  info_.max_rows = options.max_rows;
+  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
+  return max_pages;
+}
+
 Status Model::check_batch(const ForwardBatch& batch) {
   const size_t n = batch.tokens.size();
   if (n == 0) return make_error("a forward pass needs at least one row");

@@ -47,6 +47,14 @@ struct ForwardBatch {
   }
 };
 
+struct ModelOptions {
+  int64_t max_rows = 256;    // rows one forward pass takes (a fill chunk, or a round)
+  int64_t max_context = 0;   // 0: the config's max_position_embeddings
+  int32_t page_size = 16;    // positions per KV page, a power of two dividing kAttentionSplit
+  int32_t kv_pages = 0;      // 0: enough for one sequence of max_context
+  int32_t state_slots = 1;   // recurrent-state slots, for models that keep such state
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -63,6 +71,9 @@ class Model {
   ModelInfo info_;
   // Checks a batch against info_ before anything is uploaded.
   [[nodiscard]] Status check_batch(const ForwardBatch& batch);
+  // Sets info_'s rows, context and KV pool from the options (the context defaults to the
+  // config's max_positions); returns the page-table width, context / page_size.
+  int64_t plan_memory(const ModelOptions& options, int64_t config_max_positions);
 
  private:
   std::vector<bool> seen_sequences_;  // check_batch's scratch, kept to avoid allocating per pass

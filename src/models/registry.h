@@ -15,14 +15,6 @@
 
 namespace lockstep {
 
-struct ModelOptions {
-  int64_t max_rows = 256;    // rows one forward pass takes (a fill chunk, or a round)
-  int64_t max_context = 0;   // 0: the config's max_position_embeddings
-  int32_t page_size = 16;    // positions per KV page, a power of two dividing kAttentionSplit
-  int32_t kv_pages = 0;      // 0: enough for one sequence of max_context
-  int32_t state_slots = 1;   // recurrent-state slots, for models that keep such state
-};
-
 using ModelFactory = Expected<std::unique_ptr<Model>> (*)(const nlohmann::json& config, const WeightSource& weights,
                                                          Backend& backend, const ModelOptions& options);
 

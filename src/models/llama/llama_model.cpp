@@ -77,12 +77,7 @@ void LlamaModel::allocate(const ModelOptions& options) {
   const LlamaConfig& c = config_;
   info_.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   info_.vocab_size = c.vocab;
-  info_.page_size = options.page_size;
-  int64_t context = options.max_context > 0 ? options.max_context : c.max_positions;
-  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
-  info_.max_context = max_pages * options.page_size;
-  info_.max_rows = options.max_rows;
-  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
+  const int64_t max_pages = plan_memory(options, c.max_positions);
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
   for (const LlamaLayer& layer : layers_)

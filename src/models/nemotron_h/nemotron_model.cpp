@@ -125,12 +125,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
   const NemotronConfig& c = config_;
   info_.architecture = "NemotronHForCausalLM";
   info_.vocab_size = c.vocab;
-  info_.page_size = options.page_size;
-  int64_t context = options.max_context > 0 ? options.max_context : c.max_positions;
-  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
-  info_.max_context = max_pages * options.page_size;
-  info_.max_rows = options.max_rows;
-  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
+  const int64_t max_pages = plan_memory(options, c.max_positions);
   info_.state_slots = std::max<int32_t>(1, options.state_slots);
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
