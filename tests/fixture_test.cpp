@@ -21,6 +21,9 @@ struct FixtureParam {
   std::string backend;
 };
 
+// How gtest prints a parameter in test names and CTest listings.
+void PrintTo(const FixtureParam& param, std::ostream* out) { *out << param.model << " on " << param.backend; }
+
 std::string param_name(const ::testing::TestParamInfo<FixtureParam>& info) {
   std::string name = info.param.model + "_" + info.param.backend;
   for (char& c : name)
