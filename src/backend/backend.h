@@ -36,6 +36,9 @@ class OwnedTensor {
   Tensor view_;
 };
 
+// The first n rows of a buffer allocated for more: how a pass views its activation buffers.
+inline Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
+
 // One attention layer's paged cache: K and V, f32 [n_pages, n_kv_heads, page_size, head_dim].
 struct KvLayer {
   Tensor k;

@@ -10,8 +10,6 @@ namespace {
 
 const bool registered = register_family({"llama", {"LlamaForCausalLM", "Qwen3ForCausalLM"}, &LlamaModel::create});
 
-// Rows [0, n) of a buffer allocated for max_rows, viewed as `shape` with n first.
-Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
 
 }  // namespace
 

@@ -5,10 +5,6 @@
 
 namespace lockstep::nemotron_h {
 
-namespace {
-Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
-}  // namespace
-
 // Mamba2: z, xBC, dt = in_proj(h); xBC = silu(conv1d(xBC)); x, B, C = split(xBC);
 // y = scan(x, dt, A, B, C, D); out = out_proj(gated_norm(y, z)).
 void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {

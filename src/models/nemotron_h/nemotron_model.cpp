@@ -10,7 +10,6 @@ namespace {
 
 const bool registered = register_family({"nemotron_h", {"NemotronHForCausalLM"}, &NemotronModel::create});
 
-Tensor rows_of(const OwnedTensor& buffer, int64_t n) { return buffer.view().first_dim_slice(0, n); }
 
 }  // namespace
 
