@@ -1,20 +1,27 @@
 """Trains lockstep's embedded model: a tiny Nemotron-H (Mamba2, attention, relu2 MLP and MoE)
 that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
-    python3 train.py --out DIR [--steps N] [--seed S]
+    python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N]
 
-Runs on one GPU (PyTorch and transformers' nemotron_h); deterministic for a seed.
+Runs on one GPU (PyTorch and transformers' nemotron_h). Deterministic for a seed on the same GPU and
+software: PyTorch runs in strict deterministic mode, attention uses the math SDPA backend, and the
+sha256 of the written model.safetensors (in training.json) shows it; `gpu-train --check-determinism`
+trains twice and compares.
 """
 import argparse
+import contextlib
+import hashlib
 import json
 import math
 import os
 import time
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+# cuBLAS is deterministic only with a fixed workspace; it must be set before CUDA starts.
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+import transformers
 from transformers import GenerationConfig, NemotronHConfig, NemotronHForCausalLM
 
 import corpus
@@ -53,22 +60,83 @@ def model_config(vocab_size, im_end):
         pad_token_id=0, layer_norm_epsilon=1e-5, initializer_range=0.02)
 
 
-def batches(tokenizer, seed, batch, length, device):
-    """Endless (ids, loss mask) batches of fresh examples; loss on the answer and its end tag."""
-    im_end = tokenizer.token_to_id("<|im_end|>")
-    step = 0
-    while True:
-        rows = corpus.training_examples(seed * 1_000_003 + step, batch)
-        step += 1
-        ids = torch.zeros(batch, length, dtype=torch.long)
-        mask = torch.zeros(batch, length, dtype=torch.float)
+class StepBatches(torch.utils.data.Dataset):
+    """Item `step` is that step's (ids, loss mask) of fresh examples, a function of the seed and the step
+    alone, so loader workers can build them ahead; loss on the answer and its end tag."""
+
+    def __init__(self, tokenizer, seed, batch, length, steps):
+        self.tokenizer, self.seed, self.batch, self.length, self.steps = tokenizer, seed, batch, length, steps
+        self.im_end = tokenizer.token_to_id("<|im_end|>")
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, step):
+        rows = corpus.training_examples(self.seed * 1_000_003 + step, self.batch)
+        ids = torch.zeros(self.batch, self.length, dtype=torch.long)  # [batch, length]
+        mask = torch.zeros(self.batch, self.length, dtype=torch.float)  # [batch, length]
         for i, (_, question, answer) in enumerate(rows):
-            p = tokenizer.encode(prompt_text(question)).ids
-            a = tokenizer.encode(answer).ids + [im_end]
-            seq = (p + a)[:length]
+            p = self.tokenizer.encode(prompt_text(question)).ids
+            a = self.tokenizer.encode(answer).ids + [self.im_end]
+            seq = (p + a)[:self.length]
             ids[i, :len(seq)] = torch.tensor(seq)
             mask[i, len(p) - 1:len(seq) - 1] = 1.0  # predicts answer tokens and the end tag
-        yield ids.to(device), mask.to(device)
+        return ids, mask
+
+
+@contextlib.contextmanager
+def triangular_cumsum():
+    """Computes CUDA float cumsum as a product with a triangle of ones while active.
+
+    CUDA has no deterministic float cumsum, so strict deterministic mode rejects it, and the reference
+    Mamba2 path uses it (segment sums of the decays). The product is the same sum, in float32, and cuBLAS
+    computes it deterministically."""
+    plain_function, plain_method = torch.cumsum, torch.Tensor.cumsum
+
+    def cumsum(input, dim, *, dtype=None, out=None):
+        if out is not None or not input.is_cuda or not input.is_floating_point():
+            return plain_function(input, dim, dtype=dtype, **({} if out is None else {"out": out}))
+        n = input.size(dim)
+        ones = torch.ones(n, n, device=input.device).triu()  # [from, to]: element `to` sums every from <= to
+        with torch.autocast("cuda", enabled=False):
+            summed = torch.matmul(input.float().movedim(dim, -1), ones).movedim(-1, dim)
+        return summed.to(dtype or input.dtype)
+
+    torch.cumsum = cumsum
+    torch.Tensor.cumsum = lambda self, dim, dtype=None: cumsum(self, dim, dtype=dtype)
+    try:
+        yield
+    finally:
+        torch.cumsum, torch.Tensor.cumsum = plain_function, plain_method
+
+
+def use_deterministic_kernels():
+    """Strict deterministic mode: an op with no deterministic kernel raises instead of warning."""
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    # The flash, memory-efficient and cuDNN attention backward passes accumulate in a varying order.
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    torch.backends.cuda.enable_math_sdp(True)
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_sha256(model):
+    """sha256 over the float32 weights before the bf16 cast, which could hide a last-bit difference."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().numpy().tobytes())
+    return digest.hexdigest()
 
 
 @torch.no_grad()
@@ -91,8 +159,13 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--eval", type=int, default=300)
     args = parser.parse_args()
+    use_deterministic_kernels()
+    with triangular_cumsum():
+        train(args)
+
+
+def train(args):
     torch.manual_seed(args.seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
     device = "cuda"
     started = time.time()
 
@@ -107,10 +180,13 @@ def main():
     warmup = 300
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps))))
-    data = batches(tokenizer, args.seed, args.batch, 64, device)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the loader's workers fork after the tokenizer used its threads
+    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, 64, args.steps), batch_size=None,
+                                       num_workers=4, prefetch_factor=8, pin_memory=True)
     model.train()
-    for step in range(args.steps):
-        ids, mask = next(data)
+    first_step_done = None
+    for step, (ids, mask) in enumerate(data):
+        ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = model(input_ids=ids).logits.float()
         loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1),
@@ -121,8 +197,13 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        if step % 250 == 0 or step == args.steps - 1:
-            print(f"step {step} loss {loss.item():.4f} {time.time() - started:.0f}s", flush=True)
+        if step % 250 == 0 or step in (50, 150) or step == args.steps - 1:
+            loss_value = loss.item()  # waits for the step
+            now = time.time()
+            first_step_done = first_step_done or now
+            pace = f" ({(now - first_step_done) / step:.3f} s/step)" if step else ""
+            print(f"step {step} loss {loss_value:.4f} {now - started:.0f}s{pace}", flush=True)
+    training_seconds = time.time() - started
 
     model.eval()
     heldout = corpus.examples(args.seed + 1000, args.eval)
@@ -132,10 +213,14 @@ def main():
         right.setdefault(task, []).append(got == expected)
     accuracy = {task: sum(r) / len(r) for task, r in right.items()}
     overall = sum(sum(r) for r in right.values()) / len(heldout)
-    print("held-out accuracy:", json.dumps(accuracy), f"overall {overall:.3f}", flush=True)
+    print("held-out accuracy:", json.dumps(accuracy), f"overall {overall:.3f}",
+          f"({time.time() - started - training_seconds:.0f}s)", flush=True)
 
     os.makedirs(args.out, exist_ok=True)
+    fp32_sha256 = weights_sha256(model)
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
+    model_sha256 = file_sha256(os.path.join(args.out, "model.safetensors"))
+    print(f"model.safetensors sha256 {model_sha256}, float32 weights sha256 {fp32_sha256}", flush=True)
     GenerationConfig(eos_token_id=im_end, pad_token_id=0, bos_token_id=im_end).save_pretrained(args.out)
     tokenizer.save(os.path.join(args.out, "tokenizer.json"))
     with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
@@ -147,7 +232,10 @@ def main():
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
-                   "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval}, f, indent=2)
+                   "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval,
+                   "model_sha256": model_sha256, "fp32_weights_sha256": fp32_sha256,
+                   "torch": torch.__version__, "transformers": transformers.__version__,
+                   "gpu": torch.cuda.get_device_name()}, f, indent=2)
     print(f"wrote {args.out} in {time.time() - started:.0f}s", flush=True)
 
 
