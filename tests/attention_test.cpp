@@ -146,7 +146,8 @@ TEST_P(AttentionTest, RowIsBitIdenticalWhateverSharesTheLaunch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, AttentionTest, ::testing::ValuesIn(test_backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionTest, ::testing::ValuesIn(test_backend_names()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

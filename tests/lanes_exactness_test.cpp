@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "backend/backend_factory.h"
 #include "lanes/lane_host.h"
 #include "lanes/solo_run.h"
 #include "models/registry.h"
@@ -22,13 +23,17 @@ struct Result {
 class LanesExactness : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    backend = make_test_backend("cpu");
+    // A parameter is a fixture family, with "@cuda" to run it on the GPU.
+    const std::string& param = GetParam();
+    size_t at = param.find('@');
+    backend = make_test_backend(at == std::string::npos ? "cpu" : param.substr(at + 1));
+    family = param.substr(0, at);
     ModelOptions options;
     options.max_rows = 64;
     options.max_context = 512;
     options.kv_pages = 24 * 32;
     options.state_slots = 24;
-    auto loaded = load_model(test_data(GetParam()), *backend, options);
+    auto loaded = load_model(test_data(family), *backend, options);
     ASSERT_TRUE(loaded.ok()) << loaded.error().message;
     model = std::move(*loaded);
   }
@@ -69,6 +74,7 @@ class LanesExactness : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  std::string family;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
   std::vector<StreamHandle> handles;
@@ -124,8 +130,21 @@ TEST_P(LanesExactness, AStreamCancelledMidFillAndResentGivesTheSameIds) {
   EXPECT_EQ(neighbour.ids, alone(other));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LanesExactness,
-                         ::testing::Values("llama", "qwen3", "nemotron_h", "nemotron_h_moe"));
+std::vector<std::string> families_and_backends() {
+  std::vector<std::string> out = {"llama", "qwen3", "nemotron_h", "nemotron_h_moe"};
+  if (backend_usable("cuda"))
+    for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe"}) out.push_back(std::string(family) + "@cuda");
+  return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '@') c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, LanesExactness, ::testing::ValuesIn(families_and_backends()), param_name);
 
 }  // namespace
 }  // namespace lockstep

@@ -194,7 +194,8 @@ TEST_P(MambaOps, CopyColumnsTakesEachRowsSlice) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MambaOps, ::testing::ValuesIn(test_backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, MambaOps, ::testing::ValuesIn(test_backend_names()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

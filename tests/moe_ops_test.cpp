@@ -279,7 +279,8 @@ TEST_P(MoeOps, ReluSquared) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MoeOps, ::testing::ValuesIn(test_backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, MoeOps, ::testing::ValuesIn(test_backend_names()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

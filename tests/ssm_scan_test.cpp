@@ -203,7 +203,8 @@ TEST_P(SsmScanTest, SequenceIsBitIdenticalWhateverSharesTheLaunch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, SsmScanTest, ::testing::ValuesIn(test_backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, SsmScanTest, ::testing::ValuesIn(test_backend_names()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

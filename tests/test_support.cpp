@@ -1,5 +1,8 @@
 #include "test_support.h"
 
+#include <cstdlib>
+
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 
 namespace lockstep {
@@ -7,6 +10,7 @@ namespace lockstep {
 std::vector<std::string> test_backend_names() {
   std::vector<std::string> names = {"cpu", "cpu-1thread", "cpu-generic"};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f")) names.push_back("cpu-avx2");
+  if (backend_usable("cuda")) names.push_back("cuda");
   return names;
 }
 
@@ -14,9 +18,24 @@ std::unique_ptr<Backend> make_test_backend(const std::string& name) {
   if (name == "cpu-1thread") return std::make_unique<CpuBackend>(1);
   if (name == "cpu-generic") return std::make_unique<CpuBackend>(0, "generic");
   if (name == "cpu-avx2") return std::make_unique<CpuBackend>(0, "avx2");
+  if (name == "cuda") {
+    auto backend = make_backend("cuda");
+    return backend.ok() ? std::move(*backend) : nullptr;
+  }
   return std::make_unique<CpuBackend>(0);
 }
 
-std::string test_data(const std::string& name) { return std::string(LOCKSTEP_TEST_DATA) + "/" + name; }
+std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+std::string test_data(const std::string& name) {
+  // LOCKSTEP_TEST_DATA in the environment points a build made elsewhere at this checkout.
+  const char* moved = std::getenv("LOCKSTEP_TEST_DATA");
+  return std::string(moved && *moved ? moved : LOCKSTEP_TEST_DATA) + "/" + name;
+}
 
 }  // namespace lockstep

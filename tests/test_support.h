@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "backend/backend.h"
 
 namespace lockstep {
@@ -13,6 +15,10 @@ namespace lockstep {
 // instruction set this CPU also runs ("cpu-avx2", "cpu-generic").
 std::vector<std::string> test_backend_names();
 std::unique_ptr<Backend> make_test_backend(const std::string& name);
+
+// A backend name as a gtest parameter name ("cpu-avx2" -> "cpu_avx2"), so that
+// --gtest_filter='*cuda*' picks the GPU cases.
+std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info);
 
 // tests/data/<name>
 std::string test_data(const std::string& name);

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "models/registry.h"
 
 namespace lockstep::cli {
@@ -24,8 +24,8 @@ std::string embedded_model_dir() {
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) {
   auto* model = command.add_option("--model", flags.model_dir, "Hugging Face model folder (config.json, *.safetensors)");
   if (model_required) model->required();
-  command.add_option("--backend", flags.backend, "cpu (cuda comes with the CUDA backend)")
-      ->check(CLI::IsMember({"cpu"}));
+  command.add_option("--backend", flags.backend, "cpu or cuda (cuda: built with nvcc, on an NVIDIA GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command.add_option("--threads", flags.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
   command.add_option("--context", flags.context, "positions a sequence may use (0: the model's maximum)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
@@ -35,7 +35,9 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
 
 Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
   LoadedModel loaded;
-  loaded.backend = std::make_unique<CpuBackend>(flags.threads);
+  auto backend = make_backend(flags.backend, flags.threads);
+  if (!backend.ok()) return backend.error();
+  loaded.backend = std::move(*backend);
   options.max_context = flags.context;
   auto model = load_model(flags.model_dir, *loaded.backend, options,
                           flags.dummy_weights ? WeightChoice::dummy : WeightChoice::checkpoint);

@@ -1,7 +1,10 @@
 #include "io/dummy_weights.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace lockstep {
 
@@ -64,17 +67,27 @@ Expected<TensorInfo> DummyWeights::get(const std::string& name, const Shape& exp
                       ? 0.02f
                       : 1.0f / std::sqrt(float(inputs));
   const float half_width = std_dev * std::sqrt(3.0f);
-  uint64_t state = seed_ ^ name_hash(name);
-  for (int64_t i = 0; i < n; ++i) {
-    float unit = float(splitmix64(state) >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    float value = (2.0f * unit - 1.0f) * half_width;
-    if (matrix) {
-      uint16_t word = f32_to_bf16(value);
-      std::memcpy(last_.data() + i * 2, &word, 2);
-    } else {
-      std::memcpy(last_.data() + i * 4, &value, 4);
+  // Element i is splitmix64's (i + 1)-th draw from the name's seed, so threads can fill
+  // ranges independently and large tensors (a 30B model's experts) fill in parallel.
+  const uint64_t base = seed_ ^ name_hash(name);
+  auto fill = [&](int64_t begin, int64_t end) {
+    uint64_t state = base + uint64_t(begin) * 0x9E3779B97F4A7C15ull;
+    for (int64_t i = begin; i < end; ++i) {
+      float unit = float(splitmix64(state) >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+      float value = (2.0f * unit - 1.0f) * half_width;
+      if (matrix) {
+        uint16_t word = f32_to_bf16(value);
+        std::memcpy(last_.data() + i * 2, &word, 2);
+      } else {
+        std::memcpy(last_.data() + i * 4, &value, 4);
+      }
     }
-  }
+  };
+  const int64_t threads = n < (int64_t(1) << 22) ? 1 : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < threads; ++t) workers.emplace_back(fill, n * t / threads, n * (t + 1) / threads);
+  fill(0, n / threads);
+  for (std::thread& worker : workers) worker.join();
   return info;
 }
 

@@ -1,0 +1,190 @@
+// The GPU benchmark: decode rounds at several widths and one long fill, through the lane
+// host on the CUDA backend, each beside its bandwidth bound. The bound of a round is the
+// weight bytes it must read (every matmul's weight, the embedding rows, and only the experts
+// that round's tokens picked, counted in an untimed repeat) over the measured device copy rate.
+//
+//   gpu_bench --model DIR [--levels 1,2,4,8,24,64] [--prompt 128] [--tokens 64]
+//             [--fill 8192] [--chunk 2048] [--json FILE]
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifdef LOCKSTEP_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+#include "lanes/lane_host.h"
+#include "models/registry.h"
+#include "timing.h"
+#include "weight_bytes.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Flags {
+  std::string model = "bench/models/nemotron3_nano_13l";
+  std::vector<int> levels = {1, 2, 4, 8, 24, 64};
+  int64_t prompt = 128, tokens = 64, fill = 8192, chunk = 2048;
+  std::string json;
+};
+
+struct LevelResult {
+  int streams = 0;
+  double tok_per_s = 0.0, bytes_per_round = 0.0, bound = 0.0, experts_per_layer = 0.0;
+};
+
+GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens, int64_t vocab) {
+  GenerateRequest request;
+  for (int64_t i = 0; i < prompt; ++i) request.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
+  request.max_tokens = tokens;
+  request.ignore_eos = true;
+  return request;
+}
+
+// Runs `streams` requests to the end. Rounds after every stream has its first token are
+// timed (or counted, when the backend counts): returns decode tok/s and the rounds run.
+double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams, bool count,
+                   int64_t* rounds_out) {
+  std::mt19937 rng(uint32_t(1000 + streams));
+  LaneHost host(model, {flags.chunk, streams, streams});
+  std::vector<int64_t> got(size_t(streams), 0);
+  for (int i = 0; i < streams; ++i) {
+    auto submitted = host.submit(random_request(rng, flags.prompt, count ? 8 : flags.tokens + 1, model.info().vocab_size),
+                                 {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
+    if (!submitted.handle) {
+      std::fprintf(stderr, "gpu_bench: %s\n", submitted.error->message.c_str());
+      std::exit(1);
+    }
+  }
+  auto all_started = [&] {
+    for (int64_t g : got)
+      if (g == 0) return false;
+    return true;
+  };
+  while (!all_started() && host.step()) {
+  }
+  int64_t before = 0;
+  for (int64_t g : got) before += g;
+  counter.counting = count;
+  bench::Clock::time_point start = bench::Clock::now();
+  int64_t rounds = 0;
+  while (host.step()) ++rounds;
+  model.backend().synchronize();
+  double seconds = bench::seconds_since(start);
+  counter.counting = false;
+  int64_t after = 0;
+  for (int64_t g : got) after += g;
+  *rounds_out = rounds;
+  return double(after - before) / seconds;
+}
+
+std::vector<int> parse_levels(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--model") flags.model = value;
+    else if (flag == "--levels") flags.levels = parse_levels(value);
+    else if (flag == "--prompt") flags.prompt = std::stoll(value);
+    else if (flag == "--tokens") flags.tokens = std::stoll(value);
+    else if (flag == "--fill") flags.fill = std::stoll(value);
+    else if (flag == "--chunk") flags.chunk = std::stoll(value);
+    else if (flag == "--json") flags.json = value;
+    else {
+      std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+#ifndef LOCKSTEP_WITH_CUDA
+  std::printf("gpu_bench: this build has no CUDA backend (nvcc was not found)\n");
+  return 0;
+#else
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    std::printf("gpu_bench: no CUDA device (%s)\n", why.c_str());
+    return 0;
+  }
+  CudaBackend cuda;
+  const double copy = cuda.copy_gb_per_s(size_t(2) << 30, 10);
+  bench::WeightBytes counter(cuda);
+  int max_level = 1;
+  for (int level : flags.levels) max_level = std::max(max_level, level);
+  ModelOptions options;
+  options.max_rows = std::max<int64_t>(flags.chunk, max_level);
+  options.max_context = std::max(flags.fill, flags.prompt + flags.tokens) + 16;
+  options.page_size = 16;
+  const int64_t per_stream = (flags.prompt + flags.tokens + 32) / 16 + 1;
+  options.kv_pages = int32_t(max_level * per_stream + options.max_context / 16 + 8);
+  options.state_slots = max_level + 1;
+  bench::Clock::time_point load_start = bench::Clock::now();
+  auto loaded = load_model(flags.model, counter, options, WeightChoice::dummy);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "gpu_bench: %s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  Model& model = **loaded;
+  std::printf("gpu_bench: %s (%s, dummy bf16 weights) on %s, loaded in %.1f s\n", flags.model.c_str(),
+              model.info().architecture.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start));
+  std::printf("%-40s %10.0f GB/s\n", "device copy (read + write)", copy);
+
+  // One long fill, timed to its first token.
+  double fill_rate = 0.0;
+  if (flags.fill > 0) {
+    std::mt19937 rng(7);
+    LaneHost host(model, {flags.chunk, 1, 1});
+    bench::Clock::time_point first{};
+    bool have = false;
+    (void)host.submit(random_request(rng, flags.fill, 1, model.info().vocab_size),
+                      {[&](int32_t) { first = bench::Clock::now(), have = true; }, nullptr});
+    bench::Clock::time_point start = bench::Clock::now();
+    while (host.step()) {
+    }
+    if (have) fill_rate = double(flags.fill) / bench::seconds_between(start, first);
+    std::printf("%-40s %10.0f tok/s (%lld tokens, chunk %lld)\n", "fill", fill_rate, (long long)flags.fill,
+                (long long)flags.chunk);
+  }
+
+  std::vector<LevelResult> results;
+  std::printf("%8s %12s %12s %10s %14s %10s\n", "streams", "decode tok/s", "bound tok/s", "of bound", "MB per round",
+              "experts/layer");
+  for (int level : flags.levels) {
+    LevelResult r;
+    r.streams = level;
+    int64_t rounds = 0;
+    r.tok_per_s = decode_rate(model, counter, flags, level, false, &rounds);
+    counter.bytes = counter.experts_picked = counter.moe_layers = 0.0;
+    int64_t counted_rounds = 0;
+    decode_rate(model, counter, flags, level, true, &counted_rounds);
+    r.bytes_per_round = counter.bytes / double(std::max<int64_t>(counted_rounds, 1));
+    r.experts_per_layer = counter.moe_layers > 0 ? counter.experts_picked / counter.moe_layers : 0.0;
+    r.bound = double(level) / (r.bytes_per_round / (copy * 1e9));
+    results.push_back(r);
+    std::printf("%8d %12.1f %12.1f %9.0f%% %14.1f %10.1f\n", level, r.tok_per_s, r.bound, 100.0 * r.tok_per_s / r.bound,
+                r.bytes_per_round / 1e6, r.experts_per_layer);
+    std::fflush(stdout);
+  }
+  if (!flags.json.empty()) {
+    std::ofstream out(flags.json);
+    out << "{\"model\": \"" << flags.model << "\", \"device\": \"" << cuda.device_name() << "\", \"copy_gb_per_s\": " << copy
+        << ", \"fill_tokens\": " << flags.fill << ", \"fill_tok_per_s\": " << fill_rate << ", \"levels\": [";
+    for (size_t i = 0; i < results.size(); ++i)
+      out << (i ? ", " : "") << "{\"streams\": " << results[i].streams << ", \"decode_tok_per_s\": " << results[i].tok_per_s
+          << ", \"bound_tok_per_s\": " << results[i].bound << ", \"bytes_per_round\": " << results[i].bytes_per_round
+          << ", \"experts_per_moe_layer\": " << results[i].experts_per_layer << "}";
+    out << "]}\n";
+  }
+  return 0;
+#endif
+}

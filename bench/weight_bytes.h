@@ -1,0 +1,95 @@
+// A backend that forwards every op to another and, while counting, adds up the weight bytes
+// the ops read: each matmul's weight, the embedding rows, and for MoE only the experts some
+// row of the pass picked (it reads the ids back, so count in an untimed run). This is the
+// "bytes a round must read" of a bandwidth bound, counted rather than assumed.
+#pragma once
+
+#include <set>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace lockstep::bench {
+
+class WeightBytes final : public Backend {
+ public:
+  explicit WeightBytes(Backend& inner) : inner_(inner) {}
+  bool counting = false;
+  double bytes = 0.0;
+
+  std::string_view name() const override { return inner_.name(); }
+  OwnedTensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, shape); }
+  void upload(const Tensor& dst, const void* src) override { inner_.upload(dst, src); }
+  void download(void* dst, const Tensor& src) override { inner_.download(dst, src); }
+  void synchronize() override { inner_.synchronize(); }
+
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    if (counting) bytes += double(ids.numel()) * double(table.cols()) * double(dtype_size(table.dtype));
+    inner_.embed(table, ids, out);
+  }
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override {
+    if (counting) bytes += double(w.bytes());
+    inner_.matmul(x, w, out);
+  }
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
+                   const Tensor& out) override {
+    if (counting) {
+      std::vector<int32_t> host(size_t(ids.numel()));
+      inner_.download(host.data(), ids);
+      std::set<int32_t> picked(host.begin(), host.end());
+      bytes += double(picked.size()) * double(up.bytes() + down.bytes()) / double(up.shape[0]);
+      experts_picked += double(picked.size());
+      moe_layers += 1.0;
+    }
+    inner_.moe_experts(x, ids, weights, up, down, out);
+  }
+  double experts_picked = 0.0, moe_layers = 0.0;
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    inner_.rms_norm(x, weight, eps, out);
+  }
+  void add_bias(const Tensor& x, const Tensor& bias) override { inner_.add_bias(x, bias); }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override { inner_.add(a, b, out); }
+  void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override {
+    inner_.rope(x, positions, cos_sin);
+  }
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override { inner_.swiglu(gate, up, out); }
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override {
+    inner_.kv_write(k, v, slots, cache);
+  }
+  void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+                 const Tensor& out) override {
+    inner_.attention(q, cache, rows, scale, out);
+  }
+  void softmax(const Tensor& x, const Tensor& out) override { inner_.softmax(x, out); }
+  void argmax(const Tensor& x, const Tensor& ids) override { inner_.argmax(x, ids); }
+  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override { inner_.top_k(x, values, ids); }
+  void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
+    inner_.gather_rows(x, rows, out);
+  }
+  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override {
+    inner_.copy_columns(x, begin, out);
+  }
+  void relu_squared(const Tensor& x, const Tensor& out) override { inner_.relu_squared(x, out); }
+  void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                   const SequenceRows& seqs, const Tensor& out) override {
+    inner_.conv1d_silu(x, weight, bias, conv_state, seqs, out);
+  }
+  void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override { inner_.ssm_scan(scan, seqs); }
+  void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                      const Tensor& out) override {
+    inner_.gated_rms_norm(x, gate, weight, groups, eps, out);
+  }
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                 const Tensor& weights) override {
+    inner_.moe_route(logits, bias, routing, ids, weights);
+  }
+
+ protected:
+  void release(const Tensor&) override {}  // alloc hands out the inner backend's tensors
+
+ private:
+  Backend& inner_;
+};
+
+}  // namespace lockstep::bench

@@ -1,0 +1,73 @@
+// The CUDA backend: every op of the Backend interface as CUDA kernels on one stream, with the
+// same batch-invariance contract as the CPU backend (a row's result never depends on how many
+// rows share the launch). Built only when nvcc is found (LOCKSTEP_WITH_CUDA); this header
+// holds no CUDA types, so plain C++ code can include it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace lockstep {
+
+// True when a CUDA device can be used; otherwise `why` says what is missing.
+bool cuda_device_available(std::string* why = nullptr);
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  const std::string& device_name() const { return device_name_; }
+  // The device-to-device copy rate in GB/s (bytes read plus bytes written), the median of
+  // `repeats` copies of `bytes`: the bandwidth ceiling the benchmarks compare against.
+  double copy_gb_per_s(size_t bytes, int repeats);
+
+  OwnedTensor alloc(DType dtype, Shape shape) override;
+  void upload(const Tensor& dst, const void* src) override;
+  void download(void* dst, const Tensor& src) override;
+  void synchronize() override;
+
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void add_bias(const Tensor& x, const Tensor& bias) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override;
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override;
+  void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+                 const Tensor& out) override;
+  void softmax(const Tensor& x, const Tensor& out) override;
+  void argmax(const Tensor& x, const Tensor& ids) override;
+  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
+  void relu_squared(const Tensor& x, const Tensor& out) override;
+  void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                   const SequenceRows& seqs, const Tensor& out) override;
+  void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                      const Tensor& out) override;
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                 const Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
+                   const Tensor& out) override;
+
+ protected:
+  void release(const Tensor& tensor) override;
+
+ private:
+  // Device scratch that grows to the largest request and stays (the MoE workspaces).
+  void* scratch(int slot, size_t bytes);
+
+  void* stream_ = nullptr;  // cudaStream_t
+  std::string device_name_;
+  std::vector<std::pair<void*, size_t>> scratch_;
+};
+
+}  // namespace lockstep

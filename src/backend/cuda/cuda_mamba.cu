@@ -1,0 +1,180 @@
+// CUDA Mamba2 ops: the causal conv with its state, the selective scan and the gated grouped
+// RMSNorm. Each sequence's rows run in position order with that sequence's own state.
+//
+// The scan runs the recurrence h = exp(dt A) h + dt x B^T, y = h C + D x for every row, in one
+// block per (sequence, head): each warp owns 8 of the head's columns and each lane 1/32 of the
+// state, held in registers across the rows. A row's arithmetic is the same whether it is one
+// row of a round or one of a fill, so fills and rounds of any width give the same states.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace lockstep {
+
+using cuda::ptr;
+
+namespace {
+
+constexpr int kMaxConvKernel = 8;
+
+struct Seqs {
+  const int32_t* begin;
+  const int32_t* start;
+  const int32_t* slot;
+};
+
+Seqs seqs_of(const SequenceRows& seqs) {
+  return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
+}
+
+// One thread per (sequence, channel).
+__global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
+                                   int64_t n_seqs, int64_t channels, int kernel, float* out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_seqs * channels) return;
+  const int64_t s = i / channels, c = i % channels;
+  const int keep = kernel - 1;
+  float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;  // oldest first
+  float window[kMaxConvKernel];
+  for (int j = 0; j < keep; ++j) window[j] = seqs.start[s] == 0 ? 0.0f : history[j];
+  const float* w = weight + c * kernel;
+  const float b = bias ? bias[c] : 0.0f;
+  for (int64_t r = seqs.begin[s]; r < seqs.begin[s + 1]; ++r) {
+    window[keep] = x[r * channels + c];
+    float acc = b;
+    for (int j = 0; j < kernel; ++j) acc = fmaf(w[j], window[j], acc);
+    out[r * channels + c] = cuda::silu(acc);
+    for (int j = 0; j < keep; ++j) window[j] = window[j + 1];
+  }
+  for (int j = 0; j < keep; ++j) history[j] = window[j];
+}
+
+constexpr int kColsPerWarp = 8;
+
+struct ScanArgs {
+  const float *x, *dt, *b, *c, *a_log, *d, *dt_bias;
+  float dt_min;
+  float* state;
+  float* out;
+  int64_t heads, head_dim, groups, state_size;
+};
+
+// kLaneStates: state entries per lane (state_size / 32, rounded up).
+template <int kLaneStates>
+__global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs) {
+  const int64_t s = blockIdx.x / a.heads, head = blockIdx.x % a.heads;
+  const int64_t group = head / (a.heads / a.groups);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t P = a.head_dim, N = a.state_size;
+  const float A = -expf(a.a_log[head]), D = a.d[head], bias = a.dt_bias[head];
+  float* state = a.state + (int64_t(seqs.slot[s]) * a.heads + head) * P * N;
+  const bool fresh = seqs.start[s] == 0;
+  float h[kColsPerWarp][kLaneStates];
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t p = int64_t(warp) * kColsPerWarp + j;
+#pragma unroll
+    for (int e = 0; e < kLaneStates; ++e) {
+      const int64_t n = lane + 32 * e;
+      h[j][e] = (fresh || p >= P || n >= N) ? 0.0f : state[p * N + n];
+    }
+  }
+  for (int64_t r = seqs.begin[s]; r < seqs.begin[s + 1]; ++r) {
+    const float dt = fmaxf(cuda::softplus(a.dt[r * a.heads + head] + bias), a.dt_min);
+    const float decay = expf(dt * A);
+    float bn[kLaneStates], cn[kLaneStates];
+#pragma unroll
+    for (int e = 0; e < kLaneStates; ++e) {
+      const int64_t n = lane + 32 * e;
+      bn[e] = n < N ? a.b[(r * a.groups + group) * N + n] : 0.0f;
+      cn[e] = n < N ? a.c[(r * a.groups + group) * N + n] : 0.0f;
+    }
+    const float* xr = a.x + (r * a.heads + head) * P;
+#pragma unroll
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      const int64_t p = int64_t(warp) * kColsPerWarp + j;
+      const float xp = p < P ? xr[p] : 0.0f;
+      const float dx = dt * xp;
+      float part = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kLaneStates; ++e) {
+        h[j][e] = h[j][e] * decay + dx * bn[e];
+        part = fmaf(h[j][e], cn[e], part);
+      }
+      const float y = cuda::warp_sum(part) + D * xp;
+      if (lane == 0 && p < P) a.out[(r * a.heads + head) * P + p] = y;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t p = int64_t(warp) * kColsPerWarp + j;
+#pragma unroll
+    for (int e = 0; e < kLaneStates; ++e) {
+      const int64_t n = lane + 32 * e;
+      if (p < P && n < N) state[p * N + n] = h[j][e];
+    }
+  }
+}
+
+constexpr int kNormThreads = 256;
+
+// One block per row: out = weight * rms_norm_per_group(x * silu(gate)).
+__global__ void gated_rms_norm_kernel(const float* x, const float* gate, const float* weight, int64_t d, int64_t groups,
+                                      float eps, float* out) {
+  __shared__ float reduce[kNormThreads / 32];
+  const int64_t r = blockIdx.x, size = d / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t base = r * d + g * size;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < size; i += kNormThreads) {
+      float v = x[base + i] * cuda::silu(gate[base + i]);
+      out[base + i] = v;
+      sum = fmaf(v, v, sum);
+    }
+    const float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, reduce) / float(size) + eps);
+    for (int64_t i = threadIdx.x; i < size; i += kNormThreads)
+      out[base + i] = weight[g * size + i] * (out[base + i] * inv);
+  }
+}
+
+}  // namespace
+
+void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                              const SequenceRows& seqs, const Tensor& out) {
+  const int64_t n_seqs = seqs.seq_slot.numel(), channels = x.cols();
+  const int kernel = int(weight.cols());
+  cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
+  if (n_seqs == 0) return;
+  conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
+      ptr<float>(x), ptr<float>(weight), bias.data ? ptr<float>(bias) : nullptr, ptr<float>(conv_state), seqs_of(seqs),
+      n_seqs, channels, kernel, ptr<float>(out));
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
+  const int64_t n_seqs = seqs.seq_slot.numel();
+  ScanArgs a{ptr<float>(scan.x),     ptr<float>(scan.dt),      ptr<float>(scan.b),     ptr<float>(scan.c),
+             ptr<float>(scan.a_log), ptr<float>(scan.d),       ptr<float>(scan.dt_bias), scan.dt_min,
+             ptr<float>(scan.state), ptr<float>(scan.out),     scan.x.shape[1],        scan.x.shape[2],
+             scan.b.shape[1],        scan.b.shape[2]};
+  cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256, "ssm_scan: head_dim over 256 or state over 256");
+  if (n_seqs == 0) return;
+  const unsigned blocks = unsigned(n_seqs * a.heads);
+  const int threads = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp) * 32;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  const int64_t lane_states = (a.state_size + 31) / 32;
+  if (lane_states <= 1) ssm_scan_kernel<1><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
+  else if (lane_states <= 2) ssm_scan_kernel<2><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
+  else if (lane_states <= 4) ssm_scan_kernel<4><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
+  else ssm_scan_kernel<8><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                                 const Tensor& out) {
+  if (x.rows() == 0) return;
+  gated_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream_)>>>(
+      ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
+  LOCKSTEP_LAUNCHED();
+}
+
+}  // namespace lockstep

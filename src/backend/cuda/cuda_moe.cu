@@ -1,0 +1,170 @@
+// CUDA mixture-of-experts ops. Routing runs one thread per token. The experts: the (row, rank)
+// slots are listed expert by expert, each expert's up and down matmuls run over its slots in
+// one grouped launch (reading only the experts some token chose), and each row then sums its
+// experts' outputs in its own rank order. The matmul is row-invariant, so a row's result does
+// not depend on who else chose its experts.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_matmul.cuh"
+
+namespace lockstep {
+
+using cuda::ptr;
+
+namespace {
+
+constexpr int kMaxExperts = 512;
+constexpr int kMaxGroups = 64;
+
+// Indices of the k largest of values[0..n), best first, ties to the lower index.
+__device__ void top_indices(const float* values, int n, int k, int32_t* out) {
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    int at = min(count, k);
+    if (at == k && !(values[i] > values[out[k - 1]])) continue;
+    if (at == k) --at;
+    while (at > 0 && values[i] > values[out[at - 1]]) {
+      out[at] = out[at - 1];
+      --at;
+    }
+    out[at] = i;
+    count = min(count + 1, k);
+  }
+}
+
+__global__ void moe_route_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n, int experts,
+                                 int k, int32_t* ids, float* weights) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  float score[kMaxExperts], choice[kMaxExperts], group_score[kMaxGroups];
+  int32_t best[kMaxGroups];
+  const float* row = logits + r * experts;
+  for (int e = 0; e < experts; ++e) {
+    score[e] = 1.0f / (1.0f + expf(-row[e]));
+    choice[e] = score[e] + bias[e];
+  }
+  const int groups = int(routing.groups), per_group = experts / groups;
+  if (routing.topk_groups < routing.groups) {
+    for (int g = 0; g < groups; ++g) {
+      int32_t top2[2];
+      top_indices(choice + g * per_group, per_group, min(2, per_group), top2);
+      group_score[g] = choice[g * per_group + top2[0]] + (per_group > 1 ? choice[g * per_group + top2[1]] : 0.0f);
+    }
+    top_indices(group_score, groups, int(routing.topk_groups), best);
+    for (int e = 0; e < experts; ++e) {
+      bool kept = false;
+      for (int j = 0; j < routing.topk_groups; ++j) kept |= best[j] == e / per_group;
+      if (!kept) choice[e] = -INFINITY;
+    }
+  }
+  int32_t* row_ids = ids + r * k;
+  float* row_weights = weights + r * k;
+  top_indices(choice, experts, k, row_ids);
+  float sum = 0.0f;
+  for (int j = 0; j < k; ++j) sum += score[row_ids[j]];
+  for (int j = 0; j < k; ++j) {
+    float w = score[row_ids[j]];
+    if (routing.normalize) w /= sum + 1e-20f;
+    row_weights[j] = w * routing.scale;
+  }
+}
+
+// Lists the slots (row * k + rank) expert by expert, in slot order within an expert:
+// segments[e] .. segments[e + 1] are expert e's entries; slot_of[i] and row_of[i] the slot
+// and token row of entry i. One block; thread e walks all slots for expert e.
+__global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int32_t* segments,
+                                int32_t* slot_of, int32_t* row_of) {
+  __shared__ int32_t counts[kMaxExperts + 1];
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    int32_t count = 0;
+    for (int64_t s = 0; s < slots; ++s) count += ids[s] == e;
+    counts[e] = count;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t total = 0;
+    for (int e = 0; e < experts; ++e) {
+      int32_t count = counts[e];
+      counts[e] = total;
+      segments[e] = total;
+      total += count;
+    }
+    segments[experts] = total;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    int32_t at = counts[e];
+    for (int64_t s = 0; s < slots; ++s) {
+      if (ids[s] != e) continue;
+      slot_of[at] = int32_t(s);
+      row_of[at] = int32_t(s / k);
+      ++at;
+    }
+  }
+}
+
+__global__ void relu_squared_inplace_kernel(float* x, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = fmaxf(x[i], 0.0f);
+  x[i] = v * v;
+}
+
+// out[r][i] = sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
+__global__ void moe_combine_kernel(const float* slots, const float* weights, int64_t n, int64_t d, int k, float* out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * d) return;
+  const int64_t r = i / d, c = i % d;
+  float acc = 0.0f;
+  for (int j = 0; j < k; ++j) acc += weights[r * k + j] * slots[(r * k + j) * d + c];
+  out[i] = acc;
+}
+
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                            const Tensor& weights) {
+  const int64_t n = logits.rows();
+  const int experts = int(logits.cols());
+  cuda::require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe_route: over 512 experts or 64 groups");
+  if (n == 0) return;
+  moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, static_cast<cudaStream_t>(stream_)>>>(
+      ptr<float>(logits), ptr<float>(bias), routing, n, experts, int(ids.cols()), ptr<int32_t>(ids),
+      ptr<float>(weights));
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                              const Tensor& down, const Tensor& out) {
+  const int64_t n = x.rows(), d = x.cols(), k = ids.cols();
+  const int64_t experts = up.shape[0], inner = up.shape[1];
+  cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
+  if (n == 0) return;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  const int64_t slots = n * k;
+  auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1) * 4));
+  auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(slots) * 4));
+  auto* row_of = static_cast<int32_t*>(scratch(2, size_t(slots) * 4));
+  auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));  // [slots, inner], list order
+  auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));     // [slots, d], slot order
+  moe_list_kernel<<<1, 256, 0, stream>>>(ptr<int32_t>(ids), slots, int(k), int(experts), segments, slot_of, row_of);
+  LOCKSTEP_LAUNCHED();
+
+  cuda::MatmulRows rows;
+  rows.segments = segments;
+  rows.groups = experts;
+  rows.group_stride = inner * d;
+  rows.in_rows = row_of;  // up: token rows in, list order out
+  cuda::launch_matmul(ptr<float>(x), up.data, up.dtype == DType::bf16, hidden, d, inner, rows, stream);
+  relu_squared_inplace_kernel<<<cuda::blocks_for(slots * inner, 256), 256, 0, stream>>>(hidden, slots * inner);
+  LOCKSTEP_LAUNCHED();
+  rows.group_stride = d * inner;
+  rows.in_rows = nullptr;  // down: list order in, slots out
+  rows.out_rows = slot_of;
+  cuda::launch_matmul(hidden, down.data, down.dtype == DType::bf16, results, inner, d, rows, stream);
+  moe_combine_kernel<<<cuda::blocks_for(n * d, 256), 256, 0, stream>>>(results, ptr<float>(weights), n, d, int(k),
+                                                                        ptr<float>(out));
+  LOCKSTEP_LAUNCHED();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,267 @@
+// The CUDA backend's row-wise and elementwise ops. A row-wise op gives each row one block of a
+// fixed size, so the order of its reductions is the same whatever the launch holds.
+#include <cfloat>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace lockstep {
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+namespace {
+
+constexpr int kThreads = 256;  // threads per block of every row-wise op
+
+__global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, float* out, int64_t n, int64_t d) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * d) return;
+  int64_t r = i / d, c = i % d;
+  int64_t at = int64_t(ids[r]) * d + c;
+  out[i] = bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[at]) : static_cast<const float*>(table)[at];
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
+  __shared__ float shared[kThreads / 32];
+  const float* row = x + int64_t(blockIdx.x) * d;
+  float* o = out + int64_t(blockIdx.x) * d;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += kThreads) sum = fmaf(row[i], row[i], sum);
+  float inv = 1.0f / sqrtf(cuda::block_sum<kThreads>(sum, shared) / float(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += kThreads) o[i] = (row[i] * inv) * w[i];
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += bias[i % d];
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+__global__ void rope_kernel(float* x, const int32_t* positions, const float* cos_sin, int64_t rows, int64_t heads,
+                            int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * heads * half) return;
+  int64_t r = i / (heads * half), h = (i / half) % heads, c = i % half;
+  const float* cos = cos_sin + int64_t(positions[r]) * head_dim;
+  float* v = x + (r * heads + h) * head_dim;
+  float a = v[c], b = v[c + half];
+  v[c] = a * cos[c] - b * cos[half + c];
+  v[c + half] = b * cos[c] + a * cos[half + c];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+__global__ void relu_squared_kernel(const float* x, float* out, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = fmaxf(x[i], 0.0f);
+  out[i] = v * v;
+}
+
+__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache,
+                                int64_t rows, int64_t kv_heads, int64_t head_dim, int64_t page_size) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * kv_heads * head_dim) return;
+  int64_t r = i / (kv_heads * head_dim), g = (i / head_dim) % kv_heads, c = i % head_dim;
+  int64_t page = slots[r] / page_size, offset = slots[r] % page_size;
+  int64_t dst = ((page * kv_heads + g) * page_size + offset) * head_dim + c;
+  k_cache[dst] = k[i];
+  v_cache[dst] = v[i];
+}
+
+__global__ void softmax_kernel(const float* x, float* out, int64_t d) {
+  __shared__ float shared[kThreads / 32];
+  const float* row = x + int64_t(blockIdx.x) * d;
+  float* o = out + int64_t(blockIdx.x) * d;
+  float top = -INFINITY;
+  for (int64_t i = threadIdx.x; i < d; i += kThreads) top = fmaxf(top, row[i]);
+  top = cuda::block_max<kThreads>(top, shared);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += kThreads) {
+    o[i] = expf(row[i] - top);
+    sum += o[i];
+  }
+  float inv = 1.0f / cuda::block_sum<kThreads>(sum, shared);
+  for (int64_t i = threadIdx.x; i < d; i += kThreads) o[i] *= inv;
+}
+
+// The better of two (value, index) candidates: larger value, then lower index; NaN never wins.
+__device__ inline bool better(float value, int32_t index, float best_value, int32_t best_index) {
+  if (isnan(value)) return false;
+  if (best_index < 0 || isnan(best_value)) return true;
+  return value > best_value || (value == best_value && index < best_index);
+}
+
+// The best candidate of a block. `values`/`indices` hold kThreads / 32 entries.
+__device__ void block_best(float& value, int32_t& index, float* values, int32_t* indices) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
+    int32_t other_index = __shfl_xor_sync(0xffffffffu, index, offset);
+    if (better(other_value, other_index, value, index)) value = other_value, index = other_index;
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) values[threadIdx.x / 32] = value, indices[threadIdx.x / 32] = index;
+  __syncthreads();
+  value = values[0];
+  index = indices[0];
+  for (int w = 1; w < kThreads / 32; ++w)
+    if (better(values[w], indices[w], value, index)) value = values[w], index = indices[w];
+}
+
+__global__ void argmax_kernel(const float* x, int32_t* ids, int64_t d) {
+  __shared__ float values[kThreads / 32];
+  __shared__ int32_t indices[kThreads / 32];
+  const float* row = x + int64_t(blockIdx.x) * d;
+  float best = NAN;
+  int32_t at = -1;
+  for (int64_t i = threadIdx.x; i < d; i += kThreads)
+    if (better(row[i], int32_t(i), best, at)) best = row[i], at = int32_t(i);
+  block_best(best, at, values, indices);
+  if (threadIdx.x == 0) ids[blockIdx.x] = at < 0 ? 0 : at;
+}
+
+// The k best of a row by k block-wide passes: pass j takes the best candidate ranked after
+// pass j-1's pick (lower value, or equal value and higher index). NaN counts as -inf.
+__global__ void top_k_kernel(const float* x, float* out_values, int32_t* out_ids, int64_t d, int64_t k) {
+  __shared__ float values[kThreads / 32];
+  __shared__ int32_t indices[kThreads / 32];
+  const float* row = x + int64_t(blockIdx.x) * d;
+  float last_value = INFINITY;
+  int32_t last_index = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    float best = NAN;
+    int32_t at = -1;
+    for (int64_t i = threadIdx.x; i < d; i += kThreads) {
+      float v = isnan(row[i]) ? -INFINITY : row[i];
+      bool after = v < last_value || (v == last_value && int32_t(i) > last_index);
+      if (after && better(v, int32_t(i), best, at)) best = v, at = int32_t(i);
+    }
+    block_best(best, at, values, indices);
+    if (threadIdx.x == 0) {
+      out_values[blockIdx.x * k + j] = at < 0 ? -INFINITY : best;
+      out_ids[blockIdx.x * k + j] = at < 0 ? 0 : at;
+    }
+    last_value = best;
+    last_index = at;
+  }
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, float* out, int64_t m, int64_t d) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < m * d) out[i] = x[int64_t(rows[i / d]) * d + i % d];
+}
+
+__global__ void copy_columns_kernel(const float* x, int64_t d, int64_t begin, float* out, int64_t n, int64_t w) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n * w) out[i] = x[(i / w) * d + begin + i % w];
+}
+
+}  // namespace
+
+#define STREAM static_cast<cudaStream_t>(stream_)
+
+void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  int64_t n = ids.numel(), d = table.cols();
+  if (n == 0) return;
+  embed_kernel<<<blocks_for(n * d, kThreads), kThreads, 0, STREAM>>>(table.data, table.dtype == DType::bf16,
+                                                                       ptr<int32_t>(ids), ptr<float>(out), n, d);
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  if (x.rows() == 0) return;
+  rms_norm_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out),
+                                                                x.cols());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
+  if (x.numel() == 0) return;
+  add_bias_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(bias), x.numel(),
+                                                                             x.cols());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (a.numel() == 0) return;
+  add_kernel<<<blocks_for(a.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(a), ptr<float>(b), ptr<float>(out),
+                                                                        a.numel());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
+  int64_t rows = x.shape[0], heads = x.shape[1], head_dim = x.shape[2];
+  if (rows == 0) return;
+  rope_kernel<<<blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0, STREAM>>>(
+      ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows, heads, head_dim);
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  if (gate.numel() == 0) return;
+  swiglu_kernel<<<blocks_for(gate.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(gate), ptr<float>(up),
+                                                                              ptr<float>(out), gate.numel());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
+  if (x.numel() == 0) return;
+  relu_squared_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(out),
+                                                                                 x.numel());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
+  int64_t rows = k.shape[0], kv_heads = k.shape[1], head_dim = k.shape[2];
+  if (rows == 0) return;
+  kv_write_kernel<<<blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0, STREAM>>>(
+      ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots), ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
+      head_dim, cache.page_size());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
+  if (x.rows() == 0) return;
+  softmax_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(out), x.cols());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
+  if (x.rows() == 0) return;
+  argmax_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<int32_t>(ids), x.cols());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
+  if (x.rows() == 0) return;
+  top_k_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(values), ptr<int32_t>(ids),
+                                                             x.cols(), values.cols());
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  int64_t m = rows.numel(), d = x.cols();
+  if (m == 0) return;
+  gather_rows_kernel<<<blocks_for(m * d, kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<int32_t>(rows),
+                                                                            ptr<float>(out), m, d);
+  LOCKSTEP_LAUNCHED();
+}
+
+void CudaBackend::copy_columns(const Tensor& x, int64_t begin, const Tensor& out) {
+  int64_t n = x.rows(), w = out.cols();
+  if (n == 0) return;
+  copy_columns_kernel<<<blocks_for(n * w, kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), x.cols(), begin,
+                                                                             ptr<float>(out), n, w);
+  LOCKSTEP_LAUNCHED();
+}
+
+}  // namespace lockstep
