@@ -24,16 +24,30 @@ class CliText : public ::testing::TestWithParam<std::string> {
   }
 };
 
-TEST_P(CliText, TokenizeMatchesTheReferenceEncodings) {
+// encodings.json comes from the tokenizers library, which runs tokenizer.json as written.
+TEST_P(CliText, TokenizeJsonOnlyMatchesTheReferenceEncodings) {
   auto encodings = read_json_file(test_data("tokenizers/" + GetParam() + "/encodings.json"));
   ASSERT_TRUE(encodings.ok());
   int checked = 0;
   for (const auto& c : (*encodings)["cases"]) {
     if (checked++ % 10 != 0) continue;  // a sample: the unit tests check every case in process
-    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["text"]});
+    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["text"],
+                                                "--tokenizer-json-only"});
     ASSERT_TRUE(result.ok());
     ASSERT_EQ(result->exit_code, 0) << result->err;
     EXPECT_EQ(json::parse(result->out), c["ids"]) << c["text"];
+  }
+}
+
+// chat.json comes from transformers, whose tokenizer for the folder lockstep builds by default.
+TEST_P(CliText, TokenizeMatchesTheReferenceChatIds) {
+  auto chats = read_json_file(test_data("tokenizers/" + GetParam() + "/chat.json"));
+  ASSERT_TRUE(chats.ok());
+  for (const auto& c : (*chats)["cases"]) {
+    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["prompt"]});
+    ASSERT_TRUE(result.ok());
+    ASSERT_EQ(result->exit_code, 0) << result->err;
+    EXPECT_EQ(json::parse(result->out), c["ids"]) << c["prompt"];
   }
 }
 

@@ -74,7 +74,7 @@ Line parse_line(const std::string& text, const BatchFlags& flags, const ModelTex
 int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   std::ifstream input(flags.path);
   if (!input) return fail("cannot read the batch file '" + flags.path + "'");
-  auto model_text = ModelText::load(model_flags.model_dir);
+  auto model_text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!model_text.ok()) return fail(model_text.error().message);
   std::vector<Line> lines;
   std::string text;

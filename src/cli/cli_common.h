@@ -20,6 +20,7 @@ struct ModelFlags {
   int threads = 0;
   int64_t context = 0;
   bool dummy_weights = false;
+  bool tokenizer_json_only = false;  // --tokenizer-json-only, for the commands that read text
 };
 
 // Adds --model, --backend, --threads and --context to a subcommand. --model is required
@@ -40,6 +41,10 @@ struct LoadedModel {
 
 // "1,2,3" -> {1, 2, 3}; an error for anything but comma-separated integers.
 [[nodiscard]] Expected<std::vector<int32_t>> parse_token_list(const std::string& text);
+
+// Adds --tokenizer-json-only: run the folder's tokenizer.json as written instead of the
+// tokenizer transformers builds from the folder (see text/tokenizer_transformers.h).
+void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only);
 
 // A --messages file: a non-empty JSON array of {role, content}.
 [[nodiscard]] Expected<nlohmann::json> read_messages(const std::string& path);

@@ -45,7 +45,7 @@ Expected<std::vector<int32_t>> prompt_ids(const GenerateFlags& flags, const Mode
 }
 
 int run_one(const GenerateFlags& flags) {
-  auto text = ModelText::load(flags.model.model_dir);
+  auto text = ModelText::load(flags.model.model_dir, {.tokenizer_json_only = flags.model.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
   auto prompt = prompt_ids(flags, *text);
   if (!prompt.ok()) return fail(prompt.error().message);
@@ -106,6 +106,7 @@ Command add_generate_command(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* command = app.add_subcommand("generate", "Generate tokens for one prompt, or a batch of prompts");
   add_model_flags(*command, flags->model);
+  add_tokenizer_flag(*command, flags->model.tokenizer_json_only);
   command->add_option("--tokens", flags->tokens, "prompt token ids, comma-separated: 1,2,3");
   command->add_option("--prompt", flags->prompt, "prompt text (needs tokenizer.json in the model folder)");
   command->add_option("--messages", flags->messages, "chat messages, a JSON file of [{role, content}], through the "

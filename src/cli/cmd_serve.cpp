@@ -62,7 +62,7 @@ int run_serve(const ServeFlags& flags) {
   options.kv_pages = int32_t(flags.parallel * ((model_flags.context + options.page_size - 1) / options.page_size));
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
-  auto text = ModelText::load(model_flags.model_dir);
+  auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
 
   ServeSettings settings;
@@ -104,6 +104,7 @@ Command add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* command = app.add_subcommand("serve", "Serve a model over OpenAI-compatible HTTP");
   add_model_flags(*command, flags->model, /*model_required=*/false);
+  add_tokenizer_flag(*command, flags->model.tokenizer_json_only);
   command->add_option("--host", flags->host, "address to listen on");
   command->add_option("--port", flags->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   command->add_option("--parallel", flags->parallel, "streams decoded together; more wait in the queue")

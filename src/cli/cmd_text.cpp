@@ -16,10 +16,11 @@ struct TokenizeFlags {
   std::string model_dir;
   std::optional<std::string> text;
   bool add_special_tokens = false;
+  bool tokenizer_json_only = false;
 };
 
 int run_tokenize(const TokenizeFlags& flags) {
-  auto text = ModelText::load(flags.model_dir);
+  auto text = ModelText::load(flags.model_dir, {.tokenizer_json_only = flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
   std::string input = flags.text ? *flags.text
                                  : std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -36,7 +37,7 @@ struct RenderFlags {
 };
 
 int run_render(const RenderFlags& flags) {
-  auto text = ModelText::load(flags.model_dir, /*with_tokenizer=*/false);
+  auto text = ModelText::load(flags.model_dir, {.tokenizer = false});
   if (!text.ok()) return fail(text.error().message);
   auto messages = read_messages(flags.messages);
   if (!messages.ok()) return fail(messages.error().message);
@@ -59,6 +60,12 @@ Expected<nlohmann::json> read_messages(const std::string& path) {
   return messages;
 }
 
+void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only) {
+  command.add_flag("--tokenizer-json-only", tokenizer_json_only,
+                   "run tokenizer.json as written (as the tokenizers library does), not the tokenizer "
+                   "transformers builds from the folder's tokenizer_class");
+}
+
 nlohmann::json chat_kwargs(bool no_thinking) {
   nlohmann::json kwargs = nlohmann::json::object();
   if (no_thinking) kwargs["enable_thinking"] = false;
@@ -71,6 +78,7 @@ Command add_tokenize_command(CLI::App& app) {
   command->add_option("--model", flags->model_dir, "model folder with tokenizer.json")->required();
   command->add_option("--text", flags->text, "the text (default: standard input)");
   command->add_flag("--add-special-tokens", flags->add_special_tokens, "add what the tokenizer adds around a text (e.g. BOS)");
+  add_tokenizer_flag(*command, flags->tokenizer_json_only);
   return {command, [flags] { return run_tokenize(*flags); }};
 }
 

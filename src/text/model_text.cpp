@@ -6,12 +6,11 @@
 
 namespace lockstep {
 
-Expected<ModelText> ModelText::load(const std::string& dir, bool with_tokenizer) {
+Expected<ModelText> ModelText::load(const std::string& dir, ModelTextOptions options) {
   namespace fs = std::filesystem;
   ModelText text;
-  fs::path tokenizer = fs::path(dir) / "tokenizer.json";
-  if (with_tokenizer && fs::exists(tokenizer)) {
-    auto loaded = Tokenizer::load(tokenizer.string());
+  if (options.tokenizer && fs::exists(fs::path(dir) / "tokenizer.json")) {
+    auto loaded = Tokenizer::load_folder(dir, options.tokenizer_json_only);
     if (!loaded.ok()) return loaded.error();
     text.tokenizer_ = std::move(*loaded);
   }

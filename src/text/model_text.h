@@ -14,11 +14,16 @@
 
 namespace lockstep {
 
+struct ModelTextOptions {
+  bool tokenizer = true;             // false: skip tokenizer.json (rendering needs only the template)
+  bool tokenizer_json_only = false;  // tokenizer.json as written, not as transformers builds it
+};
+
 class ModelText {
  public:
-  // Loads what the folder has; a file that exists but fails to load is an error.
-  // with_tokenizer false skips tokenizer.json (rendering needs only the template).
-  [[nodiscard]] static Expected<ModelText> load(const std::string& dir, bool with_tokenizer = true);
+  // Loads what the folder has; a file that exists but fails to load is an error. The tokenizer
+  // is the one transformers' AutoTokenizer builds from the folder (Tokenizer::load_folder).
+  [[nodiscard]] static Expected<ModelText> load(const std::string& dir, ModelTextOptions options = {});
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_.has_value(); }

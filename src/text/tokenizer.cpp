@@ -1,10 +1,12 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_set>
 
 #include "io/json_file.h"
 #include "text/tokenizer_json_options.h"
+#include "text/tokenizer_transformers.h"
 #include "text/tokenizer_utf8.h"
 
 namespace lockstep {
@@ -29,10 +31,35 @@ Error in_file(const std::string& path, const Error& error) {
 }  // namespace
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& tokenizer_json_path) {
-  const std::string& path = tokenizer_json_path;
-  Expected<nlohmann::json> read = read_json_file(path);
+  Expected<nlohmann::json> read = read_json_file(tokenizer_json_path);
   if (!read.ok()) return read.error();
-  const nlohmann::json& json = *read;
+  return build(*read, tokenizer_json_path);
+}
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::load_folder(const std::string& dir,
+                                                            bool tokenizer_json_only) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / "tokenizer.json").string();
+  Expected<nlohmann::json> json = read_json_file(path);
+  if (!json.ok()) return json.error();
+  if (tokenizer_json_only) return build(*json, path);
+  // The files AutoTokenizer reads besides tokenizer.json; either may be absent.
+  auto optional_json = [&](const char* name) -> Expected<nlohmann::json> {
+    fs::path file = fs::path(dir) / name;
+    if (!fs::exists(file)) return nlohmann::json::object();
+    return read_json_file(file.string());
+  };
+  Expected<nlohmann::json> tokenizer_config = optional_json("tokenizer_config.json");
+  if (!tokenizer_config.ok()) return tokenizer_config.error();
+  Expected<nlohmann::json> model_config = optional_json("config.json");
+  if (!model_config.ok()) return model_config.error();
+  Status rebuilt = text::rebuild_as_transformers(*json, *tokenizer_config, *model_config);
+  if (!rebuilt.ok()) return Error{dir + ": " + rebuilt.error().message};
+  return build(*json, path);
+}
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::build(const nlohmann::json& json,
+                                                      const std::string& path) {
   if (!json.is_object()) return Error{path + ": not a JSON object"};
   Status keys = text::check_keys(json, "tokenizer.json",
                                  {"version", "truncation", "padding", "added_tokens", "normalizer",
@@ -115,26 +142,32 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   std::vector<int32_t> ids;
   EncodeScratch scratch;
+  // Whether the piece being encoded begins the input: the splits hand out views, so a piece
+  // begins the input when it begins the text it was cut from, and that text did.
+  bool raw_at_start = false;
+  std::string_view normalized_text;
   auto encode_normalized = [&](std::string_view piece, int32_t id) {
     if (id >= 0)
       ids.push_back(id);
     else
-      encode_plain(piece, scratch, ids);
+      encode_plain(piece, raw_at_start && piece.data() == normalized_text.data(), scratch, ids);
   };
   auto encode_raw = [&](std::string_view piece, int32_t id) {
     if (id >= 0) {
       ids.push_back(id);
       return;
     }
+    raw_at_start = piece.data() == text.data();
     std::string normalized;
     if (normalizer_) {
       normalized = normalizer_->normalize(piece);
       piece = normalized;
     }
+    normalized_text = piece;
     if (normalized_added_)
       normalized_added_->split(piece, encode_normalized);
     else
-      encode_plain(piece, scratch, ids);
+      encode_plain(piece, raw_at_start, scratch, ids);
   };
   if (raw_added_)
     raw_added_->split(text, encode_raw);
@@ -143,7 +176,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;
 }
 
-void Tokenizer::encode_plain(std::string_view text, EncodeScratch& scratch,
+void Tokenizer::encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
                              std::vector<int32_t>& ids) const {
   auto encode_word = [&](std::string_view word) {
     if (word.size() > EncodeScratch::kLongestCachedWord) {
@@ -165,7 +198,7 @@ void Tokenizer::encode_plain(std::string_view text, EncodeScratch& scratch,
   };
   if (text.empty()) return;
   if (pre_tokenizer_)
-    pre_tokenizer_->split(text, encode_word);
+    pre_tokenizer_->split(text, at_input_start, encode_word);
   else
     encode_word(text);
 }

@@ -1,11 +1,13 @@
 // A Hugging Face tokenizer (tokenizer.json) that encodes and decodes exactly as the `tokenizers`
 // library does: added tokens, normalizer, pre-tokenizer, BPE model, post-processor and decoder,
 // for the byte-level BPE files of Llama 3, Qwen3 and DeepSeek V3 and the byte-fallback BPE of
-// Gemma 3. Anything in a file that this code does not implement fails the load, by name.
+// Gemma 3. Anything in a file that this code does not implement fails the load, by name. A model
+// folder's tokenizer is by default the one transformers builds from it (load_folder).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +31,13 @@ class Tokenizer {
   // model, decoder or post-processor type or option, or what is malformed.
   [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> load(
       const std::string& tokenizer_json_path);
+
+  // Loads the tokenizer of a model folder as transformers' AutoTokenizer builds it: the class
+  // tokenizer_config.json names may replace tokenizer.json's pipeline, and its add_bos_token /
+  // add_eos_token the post-processor (text/tokenizer_transformers.h says which and how).
+  // tokenizer_json_only: tokenizer.json as written, as the tokenizers library runs it (load()).
+  [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> load_folder(
+      const std::string& dir, bool tokenizer_json_only = false);
 
   // The ids of `text`, as Hugging Face's encode(text, add_special_tokens).input_ids.
   // add_special_tokens applies the post-processor (Llama 3's and Gemma's BOS). Text that is not
@@ -56,9 +65,14 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Builds from a parsed tokenizer.json; `path` names it in errors.
+  [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> build(const nlohmann::json& json,
+                                                                  const std::string& path);
   struct EncodeScratch;
-  // Pre-tokenizes and encodes normalized text that holds no added token.
-  void encode_plain(std::string_view text, EncodeScratch& scratch, std::vector<int32_t>& ids) const;
+  // Pre-tokenizes and encodes normalized text that holds no added token. `at_input_start`: the
+  // text begins the input.
+  void encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
+                    std::vector<int32_t>& ids) const;
 
   std::unique_ptr<text::Normalizer> normalizer_;      // null: none
   std::unique_ptr<text::PreTokenizer> pre_tokenizer_;  // null: none

@@ -48,7 +48,9 @@ Expected<Decoder> Decoder::parse(const nlohmann::json& json) {
     Expected<std::string> step_type = component_type(*step_json, "decoder");
     LOCKSTEP_TRY(step_type);
     std::string what = "decoder " + *step_type;
-    if (!joined_by.empty())
+    // After a join only a Strip of leading characters fits: the start of the text is known.
+    const bool leading_strip = *step_type == "Strip" && step_json->value("stop", 1) == 0;
+    if (!joined_by.empty() && !leading_strip)
       return Error{what + " after " + joined_by + " is not supported"};
     Step step;
     if (*step_type == "ByteLevel" || *step_type == "ByteFallback") {
@@ -86,6 +88,7 @@ Expected<Decoder> Decoder::parse(const nlohmann::json& json) {
       step.strip_char = content_char.code_point;
       step.strip_start = (*step_json)["start"].get<size_t>();
       step.strip_stop = (*step_json)["stop"].get<size_t>();
+      step.whole_text = !joined_by.empty();
     } else {
       return Error{"decoder type \"" + *step_type + "\" is not supported"};
     }
@@ -122,7 +125,10 @@ DecodedText Decoder::decode(const std::vector<std::string_view>& tokens, bool co
         for (Piece& piece : pieces) piece.text = step.replacement->apply(piece.text);
         break;
       case Kind::kStrip:
-        strip(step, pieces);
+        if (!step.whole_text)
+          strip(step, pieces);
+        else if (!continuation)  // a continuation does not begin the text
+          strip_text_start(step, pieces);
         break;
     }
   }
@@ -211,6 +217,24 @@ void Decoder::strip(const Step& step, std::vector<Piece>& pieces) {
     for (size_t i = begin; i < end; ++i) utf8_append(stripped, chars[i]);
     piece.text = std::move(stripped);
   }
+}
+
+void Decoder::strip_text_start(const Step& step, std::vector<Piece>& pieces) {
+  const std::string strip_char = [&] {
+    std::string spelled;
+    utf8_append(spelled, step.strip_char);
+    return spelled;
+  }();
+  size_t stripped = 0;
+  for (Piece& piece : pieces) {
+    size_t from = 0;
+    for (; stripped < step.strip_start; ++stripped, from += strip_char.size())
+      if (piece.text.compare(from, strip_char.size(), strip_char) != 0) break;
+    piece.text.erase(0, from);
+    if (stripped == step.strip_start || !piece.text.empty()) return;
+  }
+  // Only strip characters so far, and fewer than `start`: the next token may bring more.
+  for (Piece& piece : pieces) piece.open = true;
 }
 
 }  // namespace lockstep::text

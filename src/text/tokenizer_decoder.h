@@ -24,7 +24,8 @@ class Decoder {
  public:
   // Builds the decoder a tokenizer.json "decoder" value describes (null: tokens joined with
   // spaces, as Hugging Face does without a decoder). Fails naming unsupported types and options,
-  // and a step placed after ByteLevel or Fuse (only the last step may join tokens).
+  // and a step placed after ByteLevel or Fuse other than a Strip of leading characters (which
+  // then strips the start of the whole text, as SentencePiece's decoder does).
   [[nodiscard]] static Expected<Decoder> parse(const nlohmann::json& json);
 
   // Decodes `tokens` (token strings). `continuation`: they follow tokens already decoded, which
@@ -40,6 +41,7 @@ class Decoder {
     std::optional<Replacement> replacement;  // kReplace
     char32_t strip_char = 0;                 // kStrip: strip up to start leading, stop trailing
     size_t strip_start = 0, strip_stop = 0;
+    bool whole_text = false;                 // kStrip after the tokens were joined
   };
   // A token string on its way through the steps. Open pieces end the list; they may still
   // change as tokens are added (an unfinished byte sequence).
@@ -52,6 +54,9 @@ class Decoder {
   static void byte_fallback(std::vector<Piece>& pieces);
   static void fuse(std::vector<Piece>& pieces);
   static void strip(const Step& step, std::vector<Piece>& pieces);
+  // Strips the leading characters of the joined text. A text that may yet start with more of
+  // them (all of it strippable, fewer than `start` characters) stays open.
+  static void strip_text_start(const Step& step, std::vector<Piece>& pieces);
 
   std::vector<Step> steps_;
   bool join_with_spaces_ = false;

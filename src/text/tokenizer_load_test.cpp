@@ -64,7 +64,8 @@ TEST_F(TokenizerLoadTest, RefusesUnsupportedFeaturesByName) {
   };
   refuses({{"normalizer", {{"type", "Lowercase"}}}}, "Lowercase");
   refuses({{"normalizer", {{"type", "NFC"}, {"extra", true}}}}, "extra");
-  refuses({{"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "_"}}}}, "Metaspace");
+  refuses({{"pre_tokenizer", {{"type", "Whitespace"}}}}, "Whitespace");
+  refuses({{"pre_tokenizer", {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}}}}, "sometimes");
   refuses({{"pre_tokenizer",
             {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}}}},
           "Sideways");
@@ -79,7 +80,7 @@ TEST_F(TokenizerLoadTest, RefusesUnsupportedFeaturesByName) {
   refuses({{"decoder", {{"type", "Metaspace"}}}}, "Metaspace");
   refuses({{"decoder", {{"type", "Sequence"},
                         {"decoders", {{{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "},
-                                                           {"start", 1}, {"stop", 0}}}}}}},
+                                                           {"start", 1}, {"stop", 1}}}}}}},
           "Strip after Fuse");
   refuses({{"post_processor", {{"type", "RobertaProcessing"}}}}, "RobertaProcessing");
   refuses({{"truncation", {{"max_length", 8}}}}, "truncation");
@@ -106,6 +107,29 @@ TEST_F(TokenizerLoadTest, MergesApplyByRank) {
   EXPECT_EQ((*tokenizer)->encode("unrelated"), std::vector<int32_t>{15});
   EXPECT_EQ((*tokenizer)->encode("related"), std::vector<int32_t>{14});
   EXPECT_EQ((*tokenizer)->encode("unreal"), (std::vector<int32_t>{11, 8, 5, 4}));
+}
+
+TEST_F(TokenizerLoadTest, MetaspaceSpellsSpacesAndCutsBeforeThem) {
+  // Hugging Face's Metaspace: each space becomes "▁", one "▁" goes in front ("always"), and
+  // split cuts before every "▁" (its own test: "Hey   friend!" -> "▁Hey", "▁", "▁", "▁friend!").
+  // "b ▁" is the only merge, so it shows whether "▁ab▁a" was cut.
+  json vocab = {{"\u2581", 0}, {"a", 1}, {"b", 2}, {"b\u2581", 3}};
+  auto metaspace = [&](const json& options) {
+    json pre_tokenizer = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+    pre_tokenizer.merge_patch(options);
+    return load(with_vocab(vocab, {{"model", {{"merges", {"b \u2581"}}}}, {"pre_tokenizer", pre_tokenizer}}));
+  };
+  auto cut = metaspace({{"prepend_scheme", "always"}, {"split", true}});
+  ASSERT_TRUE(cut.ok()) << cut.error().message;
+  EXPECT_EQ((*cut)->encode("ab a"), (std::vector<int32_t>{0, 1, 2, 0, 1}));
+  EXPECT_EQ((*cut)->encode("a  b"), (std::vector<int32_t>{0, 1, 0, 0, 2}));
+  auto whole = metaspace({{"prepend_scheme", "always"}, {"split", false}});
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ((*whole)->encode("ab a"), (std::vector<int32_t>{0, 1, 3, 1}));
+  // Older files: add_prefix_space false instead of prepend_scheme "never"; split by default.
+  auto bare = metaspace({{"add_prefix_space", false}});
+  ASSERT_TRUE(bare.ok()) << bare.error().message;
+  EXPECT_EQ((*bare)->encode("ab a"), (std::vector<int32_t>{1, 2, 0, 1}));
 }
 
 TEST_F(TokenizerLoadTest, UnknownCharactersFuseOnlyWhenAsked) {

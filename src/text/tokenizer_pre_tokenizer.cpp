@@ -9,6 +9,7 @@
 #include "text/tokenizer_byte_level.h"
 #include "text/tokenizer_json_options.h"
 #include "text/tokenizer_regex.h"
+#include "text/tokenizer_utf8.h"
 
 namespace lockstep::text {
 namespace {
@@ -27,7 +28,7 @@ class SplitPreTokenizer final : public PreTokenizer {
   SplitPreTokenizer(Regex regex, Behavior behavior, bool invert)
       : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
 
-  void split(std::string_view text, const PieceSink& emit) const override {
+  void split(std::string_view text, bool /*at_input_start*/, const PieceSink& emit) const override {
     if (text.empty()) return;
     // Matches and the gaps between them, covering the text.
     std::vector<Span> spans;
@@ -101,7 +102,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, std::optional<SplitPreTokenizer> gpt2_split)
       : add_prefix_space_(add_prefix_space), gpt2_split_(std::move(gpt2_split)) {}
 
-  void split(std::string_view text, const PieceSink& emit) const override {
+  void split(std::string_view text, bool at_input_start, const PieceSink& emit) const override {
     if (text.empty()) return;
     std::string prefixed;
     if (add_prefix_space_ && text.front() != ' ') {
@@ -115,7 +116,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       emit(spelled);
     };
     if (gpt2_split_)
-      gpt2_split_->split(text, spell);
+      gpt2_split_->split(text, at_input_start, spell);
     else
       spell(text);
   }
@@ -130,20 +131,59 @@ class SequencePreTokenizer final : public PreTokenizer {
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
       : steps_(std::move(steps)) {}
 
-  void split(std::string_view text, const PieceSink& emit) const override {
-    run(0, text, emit);
+  void split(std::string_view text, bool at_input_start, const PieceSink& emit) const override {
+    run(0, text, at_input_start, emit);
   }
 
  private:
-  void run(size_t step, std::string_view text, const PieceSink& emit) const {
+  // Only a step's first piece can begin the input. (A Split that removes a leading match would
+  // make that piece start later; no file pairs one with Metaspace.)
+  void run(size_t step, std::string_view text, bool at_input_start, const PieceSink& emit) const {
     if (step == steps_.size()) {
       emit(text);
       return;
     }
-    steps_[step]->split(text, [&](std::string_view piece) { run(step + 1, piece, emit); });
+    bool first = at_input_start;
+    steps_[step]->split(text, at_input_start, [&](std::string_view piece) {
+      run(step + 1, piece, first, emit);
+      first = false;
+    });
   }
 
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
+};
+
+// SentencePiece's spaces: each space becomes the replacement character ("▁"), one is put in
+// front as the prepend scheme says (unless the text already starts with one), and with `split`
+// the text is cut before each replacement character.
+class MetaspacePreTokenizer final : public PreTokenizer {
+ public:
+  enum class Prepend { kAlways, kFirst, kNever };
+  MetaspacePreTokenizer(std::string replacement, Prepend prepend,
+                        std::optional<SplitPreTokenizer> split)
+      : replacement_(std::move(replacement)), prepend_(prepend), split_(std::move(split)) {}
+
+  void split(std::string_view text, bool at_input_start, const PieceSink& emit) const override {
+    if (text.empty()) return;
+    std::string spelled;
+    for (char c : text) {
+      if (c == ' ')
+        spelled += replacement_;
+      else
+        spelled += c;
+    }
+    bool prepend = prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && at_input_start);
+    if (prepend && !spelled.starts_with(replacement_)) spelled.insert(0, replacement_);
+    if (split_)
+      split_->split(spelled, at_input_start, emit);
+    else
+      emit(spelled);
+  }
+
+ private:
+  std::string replacement_;
+  Prepend prepend_;
+  std::optional<SplitPreTokenizer> split_;  // cuts before each replacement character
 };
 
 Expected<Behavior> parse_behavior(const nlohmann::json& json, const std::string& what) {
@@ -168,6 +208,45 @@ template <class T>
 Expected<std::unique_ptr<PreTokenizer>> boxed(Expected<T> made) {
   LOCKSTEP_TRY(made);
   return std::unique_ptr<PreTokenizer>(std::make_unique<T>(std::move(made).value()));
+}
+
+// {"replacement": "▁", "prepend_scheme": "always" | "first" | "never", "split": bool}; older
+// files give add_prefix_space (true: always) instead of prepend_scheme.
+Expected<std::unique_ptr<PreTokenizer>> parse_metaspace(const nlohmann::json& json,
+                                                        const std::string& what) {
+  LOCKSTEP_TRY(check_keys(json, what,
+                          {"type", "replacement", "prepend_scheme", "split", "add_prefix_space",
+                           "str_rep"}));
+  Expected<std::string> replacement = string_option(json, what, "replacement", "\u2581");
+  LOCKSTEP_TRY(replacement);
+  Utf8Step step = replacement->empty() ? Utf8Step{} : utf8_step(*replacement, 0);
+  if (!step.valid || step.length != replacement->size())
+    return Error{what + ": replacement \"" + *replacement + "\" is not one character"};
+  Expected<bool> add_prefix_space = bool_option(json, what, "add_prefix_space", true);
+  LOCKSTEP_TRY(add_prefix_space);
+  Expected<std::string> scheme =
+      string_option(json, what, "prepend_scheme", *add_prefix_space ? "always" : "never");
+  LOCKSTEP_TRY(scheme);
+  MetaspacePreTokenizer::Prepend prepend;
+  if (*scheme == "always")
+    prepend = MetaspacePreTokenizer::Prepend::kAlways;
+  else if (*scheme == "first")
+    prepend = MetaspacePreTokenizer::Prepend::kFirst;
+  else if (*scheme == "never")
+    prepend = MetaspacePreTokenizer::Prepend::kNever;
+  else
+    return Error{what + ": unsupported prepend_scheme \"" + *scheme + "\""};
+  Expected<bool> split = bool_option(json, what, "split", true);
+  LOCKSTEP_TRY(split);
+  std::optional<SplitPreTokenizer> cut;
+  if (*split) {
+    Expected<SplitPreTokenizer> made =
+        make_split(Regex::escape(*replacement), Behavior::kMergedWithNext, false, what);
+    LOCKSTEP_TRY(made);
+    cut.emplace(std::move(made).value());
+  }
+  return std::unique_ptr<PreTokenizer>(
+      std::make_unique<MetaspacePreTokenizer>(*replacement, prepend, std::move(cut)));
 }
 
 }  // namespace
@@ -208,6 +287,7 @@ Expected<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const nlohmann::json
     LOCKSTEP_TRY(individual);
     return boxed(make_split(*individual ? "\\p{N}" : "\\p{N}+", Behavior::kIsolated, false, what));
   }
+  if (*type == "Metaspace") return parse_metaspace(json, what);
   if (*type == "Sequence") {
     LOCKSTEP_TRY(check_keys(json, what, {"type", "pretokenizers"}));
     if (!json.contains("pretokenizers") || !json["pretokenizers"].is_array())

@@ -1,6 +1,7 @@
 // For the tokenizer tests: the four real tokenizers (fetched by scripts/fetch-tokenizers into
 // third_party/tokenizers/<name>/, not committed) and their reference fixtures
-// (tests/data/tokenizers/<name>/, made with Hugging Face tokenizers 0.23.2).
+// (tests/data/tokenizers/<name>/: encodings.json made with Hugging Face tokenizers 0.23.2 from
+// tokenizer.json alone, chat.json with transformers 5.17 from the folder).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,9 +21,12 @@ inline const std::vector<std::string>& real_tokenizer_names() {
   return names;
 }
 
+inline std::string real_tokenizer_dir(const std::string& name) {
+  return std::string(LOCKSTEP_TEST_DATA) + "/../../third_party/tokenizers/" + name;
+}
+
 inline std::string real_tokenizer_path(const std::string& name) {
-  return std::string(LOCKSTEP_TEST_DATA) + "/../../third_party/tokenizers/" + name +
-         "/tokenizer.json";
+  return real_tokenizer_dir(name) + "/tokenizer.json";
 }
 
 inline std::string tokenizer_fixture_path(const std::string& name, const std::string& file) {
