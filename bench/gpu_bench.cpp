@@ -52,8 +52,9 @@ double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags
   LaneHost host(model, {flags.chunk, streams, streams});
   std::vector<int64_t> got(size_t(streams), 0);
   for (int i = 0; i < streams; ++i) {
-    auto submitted = host.submit(random_request(rng, flags.prompt, count ? 8 : flags.tokens + 1, model.info().vocab_size),
-                                 {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
+    auto submitted =
+        host.submit(random_request(rng, flags.prompt, count ? 8 : flags.tokens + 1, model.info().vocab_size),
+                    {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
     if (!submitted.handle) {
       std::fprintf(stderr, "gpu_bench: %s\n", submitted.error->message.c_str());
       std::exit(1);
@@ -95,13 +96,20 @@ int main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--model") flags.model = value;
-    else if (flag == "--levels") flags.levels = parse_levels(value);
-    else if (flag == "--prompt") flags.prompt = std::stoll(value);
-    else if (flag == "--tokens") flags.tokens = std::stoll(value);
-    else if (flag == "--fill") flags.fill = std::stoll(value);
-    else if (flag == "--chunk") flags.chunk = std::stoll(value);
-    else if (flag == "--json") flags.json = value;
+    if (flag == "--model")
+      flags.model = value;
+    else if (flag == "--levels")
+      flags.levels = parse_levels(value);
+    else if (flag == "--prompt")
+      flags.prompt = std::stoll(value);
+    else if (flag == "--tokens")
+      flags.tokens = std::stoll(value);
+    else if (flag == "--fill")
+      flags.fill = std::stoll(value);
+    else if (flag == "--chunk")
+      flags.chunk = std::stoll(value);
+    else if (flag == "--json")
+      flags.json = value;
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -177,11 +185,13 @@ int main(int argc, char** argv) {
   }
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
-    out << "{\"model\": \"" << flags.model << "\", \"device\": \"" << cuda.device_name() << "\", \"copy_gb_per_s\": " << copy
-        << ", \"fill_tokens\": " << flags.fill << ", \"fill_tok_per_s\": " << fill_rate << ", \"levels\": [";
+    out << "{\"model\": \"" << flags.model << "\", \"device\": \"" << cuda.device_name()
+        << "\", \"copy_gb_per_s\": " << copy << ", \"fill_tokens\": " << flags.fill
+        << ", \"fill_tok_per_s\": " << fill_rate << ", \"levels\": [";
     for (size_t i = 0; i < results.size(); ++i)
-      out << (i ? ", " : "") << "{\"streams\": " << results[i].streams << ", \"decode_tok_per_s\": " << results[i].tok_per_s
-          << ", \"bound_tok_per_s\": " << results[i].bound << ", \"bytes_per_round\": " << results[i].bytes_per_round
+      out << (i ? ", " : "") << "{\"streams\": " << results[i].streams
+          << ", \"decode_tok_per_s\": " << results[i].tok_per_s << ", \"bound_tok_per_s\": " << results[i].bound
+          << ", \"bytes_per_round\": " << results[i].bytes_per_round
           << ", \"experts_per_moe_layer\": " << results[i].experts_per_layer << "}";
     out << "]}\n";
   }

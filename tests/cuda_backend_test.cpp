@@ -159,7 +159,8 @@ TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
   // Two sequences: rows 0-2 at positions 0, 300, 301 of sequence 0; rows 3-5 at 5, 6, 7 of 1.
   std::vector<int32_t> positions = {0, 300, 301, 5, 6, 7}, row_seq = {0, 0, 0, 1, 1, 1};
   std::vector<int32_t> tables(size_t(2 * max_pages));
-  for (int64_t p = 0; p < max_pages; ++p) tables[size_t(p)] = int32_t(p), tables[size_t(max_pages + p)] = int32_t(39 - p);
+  for (int64_t p = 0; p < max_pages; ++p)
+    tables[size_t(p)] = int32_t(p), tables[size_t(max_pages + p)] = int32_t(39 - p);
   Pair k_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
   Pair v_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
   Pair q = random(DType::f32, {n, heads, head_dim}), k = random(DType::f32, {n, kv_heads, head_dim});
@@ -191,7 +192,8 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   const int64_t channels = 40, kernel = 4, heads = 4, head_dim = 16, groups = 2, state_size = 32, slots = 3;
   const int64_t n = 7;
   Pair seq_begin = ints({4}, {0, 5, 6, 7}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
-  SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu}, gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
+  SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu},
+      gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
   Pair x = random(DType::f32, {n, channels}), weight = random(DType::f32, {channels, kernel});
   Pair bias = random(DType::f32, {channels}), conv_state = state({slots, channels, kernel - 1});
   Pair conv_out = output(DType::f32, {n, channels});
@@ -202,13 +204,14 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
 
   Pair xs = random(DType::f32, {n, heads, head_dim}), dt = random(DType::f32, {n, heads});
   Pair b = random(DType::f32, {n, groups, state_size}), c = random(DType::f32, {n, groups, state_size});
-  Pair a_log = random(DType::f32, {heads}, 0.5f), d = random(DType::f32, {heads}), dt_bias = random(DType::f32, {heads});
+  Pair a_log = random(DType::f32, {heads}, 0.5f), d = random(DType::f32, {heads}),
+       dt_bias = random(DType::f32, {heads});
   Pair ssm_state = state({slots, heads, head_dim, state_size}), y = output(DType::f32, {n, heads, head_dim});
   for (Backend* be : {static_cast<Backend*>(&cpu), gpu.get()}) {
     bool on_cpu = be == &cpu;
     auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
-    SsmScan scan{pick(xs), pick(dt), pick(b), pick(c), pick(a_log), pick(d), pick(dt_bias), 0.0f, 1,
-                 pick(ssm_state), pick(y)};
+    SsmScan scan{pick(xs),      pick(dt), pick(b), pick(c),         pick(a_log), pick(d),
+                 pick(dt_bias), 0.0f,     1,       pick(ssm_state), pick(y)};
     be->ssm_scan(scan, on_cpu ? cpu_seqs : gpu_seqs);
   }
   expect_close(y, "ssm_scan", 1e-4);
@@ -226,7 +229,8 @@ TEST_F(CudaVsCpu, MoeRouteAndExperts) {
     expect_equal_ids(ids, "moe_route ids");
     expect_close(weights, "moe_route weights");
     for (DType wtype : {DType::f32, DType::bf16}) {
-      Pair x = random(DType::f32, {n, d}), up = random(wtype, {experts, inner, d}), down = random(wtype, {experts, d, inner});
+      Pair x = random(DType::f32, {n, d}), up = random(wtype, {experts, inner, d}),
+           down = random(wtype, {experts, d, inner});
       Pair out = output(DType::f32, {n, d});
       cpu.moe_experts(x.cpu, ids.cpu, weights.cpu, up.cpu, down.cpu, out.cpu);
       gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, out.gpu);

@@ -72,11 +72,13 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
   const int64_t n_rows = q.shape[0], heads = q.shape[1], head_dim = q.shape[2];
   if (n_rows == 0) return;
   cuda::require(head_dim <= kMaxHeadDim, "attention: head_dim over 256");
-  attention_kernel<<<unsigned(n_rows * heads), kThreads, 0, static_cast<cudaStream_t>(stream_)>>>(
-      cuda::ptr<float>(q), cuda::ptr<float>(cache.k), cuda::ptr<float>(cache.v), cuda::ptr<int32_t>(rows.positions),
-      cuda::ptr<int32_t>(rows.row_seq), cuda::ptr<int32_t>(rows.page_tables), rows.page_tables.cols(), heads,
-      cache.k.shape[1], head_dim, cache.page_size(), scale, cuda::ptr<float>(out));
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("attention_kernel", q, cache, rows, scale, out), [=](void* stream) {
+    attention_kernel<<<unsigned(n_rows * heads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        cuda::ptr<float>(q), cuda::ptr<float>(cache.k), cuda::ptr<float>(cache.v), cuda::ptr<int32_t>(rows.positions),
+        cuda::ptr<int32_t>(rows.row_seq), cuda::ptr<int32_t>(rows.page_tables), rows.page_tables.cols(), heads,
+        cache.k.shape[1], head_dim, cache.page_size(), scale, cuda::ptr<float>(out));
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 }  // namespace lockstep

@@ -1,11 +1,12 @@
 // The CUDA backend's memory, stream and device setup. Memory comes from cudaMalloc; every op
 // runs on the backend's one stream, so an op reads what earlier ops wrote.
-#include "backend/cuda/cuda_backend.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 
 namespace lockstep {
@@ -36,6 +37,16 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+namespace {
+
+constexpr size_t kStagingBytes = size_t(8) << 20;     // pinned space for small uploads
+constexpr size_t kStagedUploadMax = size_t(1) << 20;  // larger uploads copy straight from the source
+constexpr size_t kMaxGraphs = 256;                    // past this the cache starts over
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
 CudaBackend::CudaBackend(int device) {
   LOCKSTEP_CUDA(cudaSetDevice(device));
   cudaDeviceProp props{};
@@ -44,13 +55,55 @@ CudaBackend::CudaBackend(int device) {
   cudaStream_t stream = nullptr;
   LOCKSTEP_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
+  LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
+  const char* graphs = std::getenv("LOCKSTEP_CUDA_GRAPHS");
+  use_graphs_ = !(graphs && std::string(graphs) == "0");
 }
 
 CudaBackend::~CudaBackend() {
-  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  flush();
+  cudaStreamSynchronize(as_stream(stream_));
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
   for (auto& [data, bytes] : scratch_)
     if (data) cudaFree(data);
-  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  cudaFreeHost(staging_);
+  cudaStreamDestroy(as_stream(stream_));
+}
+
+void CudaBackend::enqueue(uint64_t key, Launch launch) {
+  pending_key_ = (pending_key_ ^ key) * 0x100000001b3ull + pending_.size();
+  pending_.push_back(std::move(launch));
+}
+
+void CudaBackend::flush() {
+  if (pending_.empty()) return;
+  cudaStream_t stream = as_stream(stream_);
+  const uint64_t key = pending_key_ ^ (uint64_t(pending_.size()) << 48);
+  auto found = graphs_.find(key);
+  if (found != graphs_.end()) {
+    LOCKSTEP_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(found->second), stream));
+  } else if (use_graphs_ && seen_passes_.count(key)) {
+    if (graphs_.size() >= kMaxGraphs) {
+      LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+      for (auto& [old_key, exec] : graphs_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+      graphs_.clear();
+    }
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    LOCKSTEP_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (Launch& launch : pending_) launch(stream);
+    LOCKSTEP_CUDA(cudaStreamEndCapture(stream, &graph));
+    LOCKSTEP_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    LOCKSTEP_CUDA(cudaGraphDestroy(graph));
+    graphs_[key] = exec;
+    LOCKSTEP_CUDA(cudaGraphLaunch(exec, stream));
+  } else {
+    if (seen_passes_.size() > 4 * kMaxGraphs) seen_passes_.clear();
+    seen_passes_.insert(key);
+    for (Launch& launch : pending_) launch(stream);
+  }
+  pending_.clear();
+  pending_key_ = 0;
 }
 
 OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
@@ -64,7 +117,8 @@ OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
 }
 
 void CudaBackend::release(const Tensor& tensor) {
-  // cudaFree waits for the device, so no pending op still reads the memory.
+  flush();
+  // cudaFree waits for the device, so no launched op still reads the memory.
   LOCKSTEP_CUDA(cudaFree(tensor.data));
 }
 
@@ -72,6 +126,7 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
   if (scratch_.size() <= size_t(slot)) scratch_.resize(size_t(slot) + 1, {nullptr, 0});
   auto& [data, size] = scratch_[size_t(slot)];
   if (size < bytes) {
+    flush();  // queued ops may still use the old buffer
     if (data) LOCKSTEP_CUDA(cudaFree(data));
     LOCKSTEP_CUDA(cudaMalloc(&data, bytes));
     size = bytes;
@@ -80,18 +135,41 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
 }
 
 void CudaBackend::upload(const Tensor& dst, const void* src) {
-  if (dst.bytes() == 0) return;
-  // From pageable memory the copy returns once `src` has been read, so the caller may reuse it.
-  LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, src, dst.bytes(), cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)));
+  flush();  // the copy lands after every op queued before it
+  const size_t bytes = dst.bytes();
+  if (bytes == 0) return;
+  cudaStream_t stream = as_stream(stream_);
+  if (bytes > kStagedUploadMax) {
+    // From pageable memory the copy returns once `src` has been read.
+    LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream));
+    return;
+  }
+  if (staging_used_ + bytes > kStagingBytes) {
+    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+    staging_used_ = 0;
+  }
+  char* staged = staging_ + staging_used_;
+  std::memcpy(staged, src, bytes);
+  LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, staged, bytes, cudaMemcpyHostToDevice, stream));
+  staging_used_ += (bytes + 255) / 256 * 256;
 }
 
 void CudaBackend::download(void* dst, const Tensor& src) {
-  auto stream = static_cast<cudaStream_t>(stream_);
+  flush();
+  cudaStream_t stream = as_stream(stream_);
   if (src.bytes() > 0) LOCKSTEP_CUDA(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream));
   LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+  staging_used_ = 0;
+}
+
+void CudaBackend::synchronize() {
+  flush();
+  LOCKSTEP_CUDA(cudaStreamSynchronize(as_stream(stream_)));
+  staging_used_ = 0;
 }
 
 double CudaBackend::copy_gb_per_s(size_t bytes, int repeats) {
+  flush();
   auto stream = static_cast<cudaStream_t>(stream_);
   void *a = nullptr, *b = nullptr;
   LOCKSTEP_CUDA(cudaMalloc(&a, bytes));
@@ -117,7 +195,5 @@ double CudaBackend::copy_gb_per_s(size_t bytes, int repeats) {
   std::sort(ms.begin(), ms.end());
   return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
-
-void CudaBackend::synchronize() { LOCKSTEP_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }
 
 }  // namespace lockstep

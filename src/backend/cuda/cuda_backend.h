@@ -2,9 +2,18 @@
 // same batch-invariance contract as the CPU backend (a row's result never depends on how many
 // rows share the launch). Built only when nvcc is found (LOCKSTEP_WITH_CUDA); this header
 // holds no CUDA types, so plain C++ code can include it.
+//
+// Ops are queued, not launched, until something waits (download, synchronize) or an upload
+// must follow them. A queued pass whose launches (kernels, addresses, shapes) equal an earlier
+// pass's is run as a CUDA graph: the second time a pass is seen it is captured, and from then
+// on replayed with one launch. Rounds of one width repeat exactly, so a round of a 52-layer
+// model is one graph launch instead of hundreds. LOCKSTEP_CUDA_GRAPHS=0 turns graphs off.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.h"
@@ -62,12 +71,26 @@ class CudaBackend final : public Backend {
   void release(const Tensor& tensor) override;
 
  private:
+  using Launch = std::function<void(void* stream)>;
+  // Queues one op's launches under its launch key (cuda_common.cuh: launch_key).
+  void enqueue(uint64_t key, Launch launch);
+  // Launches what is queued: as a graph where this pass was seen before.
+  void flush();
   // Device scratch that grows to the largest request and stays (the MoE workspaces).
   void* scratch(int slot, size_t bytes);
 
   void* stream_ = nullptr;  // cudaStream_t
   std::string device_name_;
   std::vector<std::pair<void*, size_t>> scratch_;
+  std::vector<Launch> pending_;
+  uint64_t pending_key_ = 0;
+  bool use_graphs_ = true;
+  std::unordered_set<uint64_t> seen_passes_;
+  std::unordered_map<uint64_t, void*> graphs_;  // cudaGraphExec_t by pass key
+  // Pinned memory small uploads are staged through, so they do not wait for the device;
+  // reused from the start once the stream has been waited for.
+  char* staging_ = nullptr;
+  size_t staging_used_ = 0;
 };
 
 }  // namespace lockstep

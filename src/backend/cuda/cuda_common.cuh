@@ -6,7 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
+#include "backend/backend.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda {
@@ -67,6 +70,53 @@ __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 __device__ inline float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ inline float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
+
+// The key of one op launch: the op and every argument (addresses, shapes, settings). Two
+// passes with the same keys in the same order launch the same kernels with the same
+// arguments, so the second can replay the first's CUDA graph.
+struct LaunchKey {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  void mix(uint64_t v) { hash = (hash ^ v) * 0x100000001b3ull ^ (hash >> 29); }
+};
+
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>> key_add(LaunchKey& key, T value) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  key.mix(bits);
+}
+template <class T>
+void key_add(LaunchKey& key, T* pointer) {
+  key.mix(reinterpret_cast<uint64_t>(pointer));
+}
+inline void key_add(LaunchKey& key, const Tensor& t) {
+  key_add(key, t.data);
+  key_add(key, t.dtype);
+  key_add(key, t.shape.rank);
+  for (int i = 0; i < t.shape.rank; ++i) key_add(key, t.shape.dims[i]);
+}
+inline void key_add(LaunchKey& key, const KvLayer& l) { key_add(key, l.k), key_add(key, l.v); }
+inline void key_add(LaunchKey& key, const AttentionRows& r) {
+  key_add(key, r.positions), key_add(key, r.row_seq), key_add(key, r.page_tables);
+}
+inline void key_add(LaunchKey& key, const SequenceRows& s) {
+  key_add(key, s.seq_begin), key_add(key, s.seq_start), key_add(key, s.seq_slot);
+}
+inline void key_add(LaunchKey& key, const SsmScan& s) {
+  for (const Tensor* t : {&s.x, &s.dt, &s.b, &s.c, &s.a_log, &s.d, &s.dt_bias, &s.state, &s.out}) key_add(key, *t);
+  key_add(key, s.dt_min), key_add(key, s.chunk_size);
+}
+inline void key_add(LaunchKey& key, const MoeRouting& r) {
+  key_add(key, r.groups), key_add(key, r.topk_groups), key_add(key, r.normalize), key_add(key, r.scale);
+}
+
+template <class... Args>
+uint64_t launch_key(const char* op, const Args&... args) {
+  LaunchKey key;
+  key_add(key, op);
+  (key_add(key, args), ...);
+  return key.hash;
+}
 
 template <class T>
 T* ptr(const Tensor& t) {

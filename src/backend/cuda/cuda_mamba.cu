@@ -144,37 +144,49 @@ void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tenso
   const int kernel = int(weight.cols());
   cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
   if (n_seqs == 0) return;
-  conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, static_cast<cudaStream_t>(stream_)>>>(
-      ptr<float>(x), ptr<float>(weight), bias.data ? ptr<float>(bias) : nullptr, ptr<float>(conv_state), seqs_of(seqs),
-      n_seqs, channels, kernel, ptr<float>(out));
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out), [=](void* stream) {
+    conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(weight), bias.data ? ptr<float>(bias) : nullptr, ptr<float>(conv_state),
+        seqs_of(seqs), n_seqs, channels, kernel, ptr<float>(out));
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
   const int64_t n_seqs = seqs.seq_slot.numel();
-  ScanArgs a{ptr<float>(scan.x),     ptr<float>(scan.dt),      ptr<float>(scan.b),     ptr<float>(scan.c),
-             ptr<float>(scan.a_log), ptr<float>(scan.d),       ptr<float>(scan.dt_bias), scan.dt_min,
-             ptr<float>(scan.state), ptr<float>(scan.out),     scan.x.shape[1],        scan.x.shape[2],
+  ScanArgs a{ptr<float>(scan.x),     ptr<float>(scan.dt),  ptr<float>(scan.b),       ptr<float>(scan.c),
+             ptr<float>(scan.a_log), ptr<float>(scan.d),   ptr<float>(scan.dt_bias), scan.dt_min,
+             ptr<float>(scan.state), ptr<float>(scan.out), scan.x.shape[1],          scan.x.shape[2],
              scan.b.shape[1],        scan.b.shape[2]};
-  cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256, "ssm_scan: head_dim over 256 or state over 256");
+  cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256,
+                "ssm_scan: head_dim over 256 or state over 256");
   if (n_seqs == 0) return;
   const unsigned blocks = unsigned(n_seqs * a.heads);
   const int threads = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp) * 32;
-  auto stream = static_cast<cudaStream_t>(stream_);
   const int64_t lane_states = (a.state_size + 31) / 32;
-  if (lane_states <= 1) ssm_scan_kernel<1><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
-  else if (lane_states <= 2) ssm_scan_kernel<2><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
-  else if (lane_states <= 4) ssm_scan_kernel<4><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
-  else ssm_scan_kernel<8><<<blocks, threads, 0, stream>>>(a, seqs_of(seqs));
-  LOCKSTEP_LAUNCHED();
+  const Seqs rows = seqs_of(seqs);
+  enqueue(cuda::launch_key("ssm_scan", scan, seqs), [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    if (lane_states <= 1)
+      ssm_scan_kernel<1><<<blocks, threads, 0, stream>>>(a, rows);
+    else if (lane_states <= 2)
+      ssm_scan_kernel<2><<<blocks, threads, 0, stream>>>(a, rows);
+    else if (lane_states <= 4)
+      ssm_scan_kernel<4><<<blocks, threads, 0, stream>>>(a, rows);
+    else
+      ssm_scan_kernel<8><<<blocks, threads, 0, stream>>>(a, rows);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
                                  const Tensor& out) {
   if (x.rows() == 0) return;
-  gated_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream_)>>>(
-      ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("gated_rms_norm_kernel", x, gate, weight, groups, eps, out), [=](void* stream) {
+    gated_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 }  // namespace lockstep

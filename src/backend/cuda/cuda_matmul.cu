@@ -7,9 +7,11 @@
 // the launch is split into blocks, so a row's result is bit-identical in any round.
 //
 // Layout: a block of 8 warps owns 16 output columns (2 per warp) and walks the rows in tiles
-// of 8. For each group of 4 chunks the block stages the tile's x values in shared memory
-// while each warp holds its columns' weights in registers, so every weight byte is read once
-// per row tile and every x value once per block.
+// of 8, each warp holding its columns' weights for 4 chunks in registers. Wide launches (fills)
+// stage the tile's x values in shared memory, so each is read from memory once per block;
+// narrow ones (rounds) read x straight through the L1 cache with no barriers, so the weight
+// loads of many warps stay in flight. The two layouts do the same arithmetic in the same
+// order, so which one runs never changes a result.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_matmul.cuh"
 
@@ -19,13 +21,14 @@ namespace cuda {
 
 namespace {
 
-constexpr int kChunk = 256;      // k positions per warp step: 32 lanes x 8
-constexpr int kGroup = 4;        // chunks staged per shared-memory round
-constexpr int kRowTile = 8;      // rows computed together
+constexpr int kChunk = 256;  // k positions per warp step: 32 lanes x 8
+constexpr int kGroup = 4;    // chunks staged per shared-memory round
+constexpr int kRowTile = 8;  // rows computed together
 constexpr int kColsPerWarp = 2;
 constexpr int kWarps = 8;
 constexpr int kColsPerBlock = kWarps * kColsPerWarp;
 constexpr int kSpan = kGroup * kChunk;
+constexpr int64_t kDirectRowsMax = 16;  // launches of up to this many rows read x without staging
 
 // Eight consecutive weights as floats; positions at or past k read as zero.
 template <bool kBf16>
@@ -60,11 +63,24 @@ __device__ inline void load8(const void* w_row, int64_t at, int64_t k, bool vect
   }
 }
 
-template <bool kBf16>
-__global__ void __launch_bounds__(kWarps * 32)
+// Eight x values of one row from global memory; positions at or past k read as zero.
+__device__ inline void load_x8(const float* x_row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
+  if (vector_ok && at + 8 <= k) {
+    const float4* p = reinterpret_cast<const float4*>(x_row + at);
+    float4 a = __ldg(p), b = __ldg(p + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = at + i < k ? x_row[at + i] : 0.0f;
+}
+
+template <bool kBf16, bool kStaged>
+__global__ void __launch_bounds__(kWarps * 32, 2)
     matmul_kernel(const float* __restrict__ x, const void* __restrict__ w, float* __restrict__ out, int64_t k,
                   int64_t m, MatmulRows rows) {
-  __shared__ __align__(16) float xs[kRowTile][kSpan];
+  __shared__ __align__(16) float xs[kStaged ? kRowTile : 1][kStaged ? kSpan : 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t group = blockIdx.y;
   int64_t first = 0, last = rows.n;
@@ -77,6 +93,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   for (int64_t tile = first; tile < last; tile += kRowTile) {
     const int tile_rows = int(min64(kRowTile, last - tile));
+    const float* x_rows[kRowTile];
+#pragma unroll
+    for (int r = 0; r < kRowTile; ++r) {
+      const int64_t entry = tile + min64(r, tile_rows - 1);
+      x_rows[r] = x + (rows.in_rows ? rows.in_rows[entry] : entry) * k;
+    }
     float acc[kColsPerWarp][kRowTile];
 #pragma unroll
     for (int c = 0; c < kColsPerWarp; ++c)
@@ -91,28 +113,30 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int64_t col = col0 + c;
         const void* w_row = w_group + size_t(col < m ? col : 0) * size_t(k) * elem;
 #pragma unroll
-        for (int q = 0; q < kGroup; ++q) load8<kBf16>(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, vector_ok, wv[c][q]);
+        for (int q = 0; q < kGroup; ++q)
+          load8<kBf16>(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, vector_ok, wv[c][q]);
       }
-      __syncthreads();  // the previous span's x values are no longer read
-      for (int i = threadIdx.x; i < kRowTile * kSpan; i += kWarps * 32) {
-        const int r = i / kSpan, at = i % kSpan;
-        float value = 0.0f;
-        if (r < tile_rows && span + at < k) {
-          int64_t entry = tile + r;
-          int64_t row = rows.in_rows ? rows.in_rows[entry] : entry;
-          value = x[row * k + span + at];
+      if constexpr (kStaged) {
+        __syncthreads();  // the previous span's x values are no longer read
+        for (int i = threadIdx.x; i < kRowTile * kSpan; i += kWarps * 32) {
+          const int r = i / kSpan, at = i % kSpan;
+          xs[r][at] = r < tile_rows && span + at < k ? x_rows[r][span + at] : 0.0f;
         }
-        xs[r][at] = value;
+        __syncthreads();
       }
-      __syncthreads();
 #pragma unroll
       for (int q = 0; q < kGroup; ++q) {
 #pragma unroll
         for (int r = 0; r < kRowTile; ++r) {
           if (r >= tile_rows) break;
-          const float4* xp = reinterpret_cast<const float4*>(&xs[r][q * kChunk + lane * 8]);
-          float4 a = xp[0], b = xp[1];
-          float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+          float xv[8];
+          if constexpr (kStaged) {
+            const float4* xp = reinterpret_cast<const float4*>(&xs[r][q * kChunk + lane * 8]);
+            float4 a = xp[0], b = xp[1];
+            xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+          } else {
+            load_x8(x_rows[r], span + q * kChunk + lane * 8, k, vector_ok, xv);
+          }
 #pragma unroll
           for (int c = 0; c < kColsPerWarp; ++c)
 #pragma unroll
@@ -139,12 +163,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m,
-                   const MatmulRows& rows, cudaStream_t stream) {
+void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                   cudaStream_t stream) {
   if (m == 0 || (!rows.segments && rows.n == 0)) return;
   dim3 grid(blocks_for(m, kColsPerBlock), unsigned(rows.segments ? rows.groups : 1));
-  if (w_bf16) matmul_kernel<true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
-  else matmul_kernel<false><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+  const bool staged = rows.n > kDirectRowsMax;  // the layout only: results are the same
+  if (w_bf16 && staged)
+    matmul_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+  else if (w_bf16)
+    matmul_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+  else if (staged)
+    matmul_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+  else
+    matmul_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 
@@ -153,8 +184,14 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cuda::MatmulRows rows;
   rows.n = x.rows();
-  cuda::launch_matmul(cuda::ptr<float>(x), w.data, w.dtype == DType::bf16, cuda::ptr<float>(out), x.cols(), w.shape[0],
-                      rows, static_cast<cudaStream_t>(stream_));
+  const float* in = cuda::ptr<float>(x);
+  const void* weight = w.data;
+  const bool bf16 = w.dtype == DType::bf16;
+  float* result = cuda::ptr<float>(out);
+  const int64_t k = x.cols(), m = w.shape[0];
+  enqueue(cuda::launch_key("matmul", x, w, out), [=](void* stream) {
+    cuda::launch_matmul(in, weight, bf16, result, k, m, rows, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace lockstep

@@ -10,7 +10,7 @@ namespace lockstep::cuda {
 // computes list entries [segments[g], segments[g + 1]); entry i reads x row in_rows[i] (or i)
 // and writes out row out_rows[i] (or i).
 struct MatmulRows {
-  int64_t n = 0;                      // plain: the row count
+  int64_t n = 0;                      // plain: the row count; grouped: the list's length
   const int32_t* segments = nullptr;  // grouped: [groups + 1] entry offsets, on the device
   int64_t groups = 1;
   int64_t group_stride = 0;
@@ -20,7 +20,7 @@ struct MatmulRows {
 
 // out[r][c] = dot(x[r], w[c]) for x f32 [*, k], w f32 or bf16 [m, k], out f32 [*, m].
 // Every output element is reduced in one order fixed by k alone (see cuda_matmul.cu).
-void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m,
-                   const MatmulRows& rows, cudaStream_t stream);
+void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                   cudaStream_t stream);
 
 }  // namespace lockstep::cuda

@@ -128,10 +128,12 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
   const int experts = int(logits.cols());
   cuda::require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe_route: over 512 experts or 64 groups");
   if (n == 0) return;
-  moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, static_cast<cudaStream_t>(stream_)>>>(
-      ptr<float>(logits), ptr<float>(bias), routing, n, experts, int(ids.cols()), ptr<int32_t>(ids),
-      ptr<float>(weights));
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("moe_route_kernel", logits, bias, routing, ids, weights), [=](void* stream) {
+    moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(logits), ptr<float>(bias), routing, n, experts, int(ids.cols()), ptr<int32_t>(ids),
+        ptr<float>(weights));
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
@@ -140,31 +142,39 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const int64_t experts = up.shape[0], inner = up.shape[1];
   cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
   if (n == 0) return;
-  auto stream = static_cast<cudaStream_t>(stream_);
   const int64_t slots = n * k;
   auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1) * 4));
   auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(slots) * 4));
   auto* row_of = static_cast<int32_t*>(scratch(2, size_t(slots) * 4));
   auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));  // [slots, inner], list order
   auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));     // [slots, d], slot order
-  moe_list_kernel<<<1, 256, 0, stream>>>(ptr<int32_t>(ids), slots, int(k), int(experts), segments, slot_of, row_of);
-  LOCKSTEP_LAUNCHED();
-
-  cuda::MatmulRows rows;
-  rows.segments = segments;
-  rows.groups = experts;
-  rows.group_stride = inner * d;
-  rows.in_rows = row_of;  // up: token rows in, list order out
-  cuda::launch_matmul(ptr<float>(x), up.data, up.dtype == DType::bf16, hidden, d, inner, rows, stream);
-  relu_squared_inplace_kernel<<<cuda::blocks_for(slots * inner, 256), 256, 0, stream>>>(hidden, slots * inner);
-  LOCKSTEP_LAUNCHED();
-  rows.group_stride = d * inner;
-  rows.in_rows = nullptr;  // down: list order in, slots out
-  rows.out_rows = slot_of;
-  cuda::launch_matmul(hidden, down.data, down.dtype == DType::bf16, results, inner, d, rows, stream);
-  moe_combine_kernel<<<cuda::blocks_for(n * d, 256), 256, 0, stream>>>(results, ptr<float>(weights), n, d, int(k),
-                                                                        ptr<float>(out));
-  LOCKSTEP_LAUNCHED();
+  const int32_t* id = ptr<int32_t>(ids);
+  const float *in = ptr<float>(x), *weight = ptr<float>(weights);
+  float* result = ptr<float>(out);
+  const void *up_w = up.data, *down_w = down.data;
+  const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
+  const uint64_t key =
+      cuda::launch_key("moe_experts", x, ids, weights, up, down, out, segments, slot_of, row_of, hidden, results);
+  enqueue(key, [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    moe_list_kernel<<<1, 256, 0, stream>>>(id, slots, int(k), int(experts), segments, slot_of, row_of);
+    LOCKSTEP_LAUNCHED();
+    cuda::MatmulRows rows;
+    rows.n = slots;
+    rows.segments = segments;
+    rows.groups = experts;
+    rows.group_stride = inner * d;
+    rows.in_rows = row_of;  // up: token rows in, list order out
+    cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, stream);
+    relu_squared_inplace_kernel<<<cuda::blocks_for(slots * inner, 256), 256, 0, stream>>>(hidden, slots * inner);
+    LOCKSTEP_LAUNCHED();
+    rows.group_stride = d * inner;
+    rows.in_rows = nullptr;  // down: list order in, slots out
+    rows.out_rows = slot_of;
+    cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, stream);
+    moe_combine_kernel<<<cuda::blocks_for(n * d, 256), 256, 0, stream>>>(results, weight, n, d, int(k), result);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 }  // namespace lockstep

@@ -167,101 +167,129 @@ __global__ void copy_columns_kernel(const float* x, int64_t d, int64_t begin, fl
 
 }  // namespace
 
-#define STREAM static_cast<cudaStream_t>(stream_)
-
 void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
   int64_t n = ids.numel(), d = table.cols();
   if (n == 0) return;
-  embed_kernel<<<blocks_for(n * d, kThreads), kThreads, 0, STREAM>>>(table.data, table.dtype == DType::bf16,
-                                                                       ptr<int32_t>(ids), ptr<float>(out), n, d);
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("embed_kernel", table, ids, out), [=](void* stream) {
+    embed_kernel<<<blocks_for(n * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        table.data, table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
-  rms_norm_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out),
-                                                                x.cols());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
+    rms_norm_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out), x.cols());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
   if (x.numel() == 0) return;
-  add_bias_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(bias), x.numel(),
-                                                                             x.cols());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("add_bias_kernel", x, bias), [=](void* stream) {
+    add_bias_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(bias), x.numel(), x.cols());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (a.numel() == 0) return;
-  add_kernel<<<blocks_for(a.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(a), ptr<float>(b), ptr<float>(out),
-                                                                        a.numel());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("add_kernel", a, b, out), [=](void* stream) {
+    add_kernel<<<blocks_for(a.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(a), ptr<float>(b), ptr<float>(out), a.numel());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
   int64_t rows = x.shape[0], heads = x.shape[1], head_dim = x.shape[2];
   if (rows == 0) return;
-  rope_kernel<<<blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0, STREAM>>>(
-      ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows, heads, head_dim);
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("rope_kernel", x, positions, cos_sin), [=](void* stream) {
+    rope_kernel<<<blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0,
+                  static_cast<cudaStream_t>(stream)>>>(ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin),
+                                                       rows, heads, head_dim);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   if (gate.numel() == 0) return;
-  swiglu_kernel<<<blocks_for(gate.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(gate), ptr<float>(up),
-                                                                              ptr<float>(out), gate.numel());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("swiglu_kernel", gate, up, out), [=](void* stream) {
+    swiglu_kernel<<<blocks_for(gate.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.numel());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
   if (x.numel() == 0) return;
-  relu_squared_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(out),
-                                                                                 x.numel());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("relu_squared_kernel", x, out), [=](void* stream) {
+    relu_squared_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(out), x.numel());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
   int64_t rows = k.shape[0], kv_heads = k.shape[1], head_dim = k.shape[2];
   if (rows == 0) return;
-  kv_write_kernel<<<blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0, STREAM>>>(
-      ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots), ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
-      head_dim, cache.page_size());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("kv_write_kernel", k, v, slots, cache), [=](void* stream) {
+    kv_write_kernel<<<blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0,
+                      static_cast<cudaStream_t>(stream)>>>(ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots),
+                                                           ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
+                                                           head_dim, cache.page_size());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
   if (x.rows() == 0) return;
-  softmax_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(out), x.cols());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("softmax_kernel", x, out), [=](void* stream) {
+    softmax_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(ptr<float>(x),
+                                                                                           ptr<float>(out), x.cols());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
   if (x.rows() == 0) return;
-  argmax_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<int32_t>(ids), x.cols());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("argmax_kernel", x, ids), [=](void* stream) {
+    argmax_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(ptr<float>(x),
+                                                                                          ptr<int32_t>(ids), x.cols());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
   if (x.rows() == 0) return;
-  top_k_kernel<<<unsigned(x.rows()), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<float>(values), ptr<int32_t>(ids),
-                                                             x.cols(), values.cols());
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("top_k_kernel", x, values, ids), [=](void* stream) {
+    top_k_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(values), ptr<int32_t>(ids), x.cols(), values.cols());
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
   int64_t m = rows.numel(), d = x.cols();
   if (m == 0) return;
-  gather_rows_kernel<<<blocks_for(m * d, kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), ptr<int32_t>(rows),
-                                                                            ptr<float>(out), m, d);
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("gather_rows_kernel", x, rows, out), [=](void* stream) {
+    gather_rows_kernel<<<blocks_for(m * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<int32_t>(rows), ptr<float>(out), m, d);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 void CudaBackend::copy_columns(const Tensor& x, int64_t begin, const Tensor& out) {
   int64_t n = x.rows(), w = out.cols();
   if (n == 0) return;
-  copy_columns_kernel<<<blocks_for(n * w, kThreads), kThreads, 0, STREAM>>>(ptr<float>(x), x.cols(), begin,
-                                                                             ptr<float>(out), n, w);
-  LOCKSTEP_LAUNCHED();
+  enqueue(cuda::launch_key("copy_columns_kernel", x, begin, out), [=](void* stream) {
+    copy_columns_kernel<<<blocks_for(n * w, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), x.cols(), begin, ptr<float>(out), n, w);
+    LOCKSTEP_LAUNCHED();
+  });
 }
 
 }  // namespace lockstep
