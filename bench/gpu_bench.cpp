@@ -4,7 +4,8 @@
 // that round's tokens picked, counted in an untimed repeat) over the measured device copy rate.
 //
 //   gpu_bench --model DIR [--levels 1,2,4,8,24,64] [--prompt 128] [--tokens 64]
-//             [--fill 8192] [--chunk 2048] [--json FILE]
+//             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1]
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -29,6 +30,7 @@ struct Flags {
   std::vector<int> levels = {1, 2, 4, 8, 24, 64};
   int64_t prompt = 128, tokens = 64, fill = 8192, chunk = 2048;
   std::string json;
+  bool profile = false;  // time every op in the counting run and print where a round goes
 };
 
 struct LevelResult {
@@ -70,12 +72,14 @@ double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags
   int64_t before = 0;
   for (int64_t g : got) before += g;
   counter.counting = count;
+  counter.profiling = count && flags.profile;
   bench::Clock::time_point start = bench::Clock::now();
   int64_t rounds = 0;
   while (host.step()) ++rounds;
   model.backend().synchronize();
   double seconds = bench::seconds_since(start);
   counter.counting = false;
+  counter.profiling = false;
   int64_t after = 0;
   for (int64_t g : got) after += g;
   *rounds_out = rounds;
@@ -110,6 +114,8 @@ int main(int argc, char** argv) {
       flags.chunk = std::stoll(value);
     else if (flag == "--json")
       flags.json = value;
+    else if (flag == "--profile")
+      flags.profile = value == "1";
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -173,14 +179,26 @@ int main(int argc, char** argv) {
     int64_t rounds = 0;
     r.tok_per_s = decode_rate(model, counter, flags, level, false, &rounds);
     counter.bytes = counter.experts_picked = counter.moe_layers = 0.0;
+    counter.op_seconds.clear();
     int64_t counted_rounds = 0;
-    decode_rate(model, counter, flags, level, true, &counted_rounds);
+    const double counted_rate = decode_rate(model, counter, flags, level, true, &counted_rounds);
     r.bytes_per_round = counter.bytes / double(std::max<int64_t>(counted_rounds, 1));
     r.experts_per_layer = counter.moe_layers > 0 ? counter.experts_picked / counter.moe_layers : 0.0;
     r.bound = double(level) / (r.bytes_per_round / (copy * 1e9));
     results.push_back(r);
     std::printf("%8d %12.1f %12.1f %9.0f%% %14.1f %10.1f\n", level, r.tok_per_s, r.bound, 100.0 * r.tok_per_s / r.bound,
                 r.bytes_per_round / 1e6, r.experts_per_layer);
+    if (flags.profile && counted_rounds > 0) {
+      std::vector<std::pair<double, std::string>> ops;
+      double total = 0.0;
+      for (auto& [op, seconds] : counter.op_seconds) ops.push_back({seconds, op}), total += seconds;
+      std::sort(ops.rbegin(), ops.rend());
+      const double rounds = double(counted_rounds);
+      std::printf("  profile, %d streams: %.3f ms a round with a wait after every op, %.3f ms of it in ops\n", level,
+                  1e3 * double(level) / counted_rate, 1e3 * total / rounds);
+      for (size_t i = 0; i < ops.size() && i < 14; ++i)
+        std::printf("    %-40s %8.3f ms\n", ops[i].second.c_str(), 1e3 * ops[i].first / rounds);
+    }
     std::fflush(stdout);
   }
   if (!flags.json.empty()) {

@@ -2,9 +2,16 @@
 // the ops read: each matmul's weight, the embedding rows, and for MoE only the experts some
 // row of the pass picked (it reads the ids back, so count in an untimed run). This is the
 // "bytes a round must read" of a bandwidth bound, counted rather than assumed.
+//
+// While profiling it also waits for the device after every op and adds the op's time to a
+// per-op total, to show where a round's time goes (the waits cost a few microseconds each,
+// so profile in an untimed run too).
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -16,6 +23,8 @@ class WeightBytes final : public Backend {
   explicit WeightBytes(Backend& inner) : inner_(inner) {}
   bool counting = false;
   double bytes = 0.0;
+  bool profiling = false;
+  std::map<std::string, double> op_seconds;  // op name -> seconds, while profiling
 
   std::string_view name() const override { return inner_.name(); }
   OwnedTensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, shape); }
@@ -25,11 +34,12 @@ class WeightBytes final : public Backend {
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {
     if (counting) bytes += double(ids.numel()) * double(table.cols()) * double(dtype_size(table.dtype));
-    inner_.embed(table, ids, out);
+    timed("embed", [&] { inner_.embed(table, ids, out); });
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override {
     if (counting) bytes += double(w.bytes());
-    inner_.matmul(x, w, out);
+    timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
+          [&] { inner_.matmul(x, w, out); });
   }
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
                    const Tensor& out) override {
@@ -41,54 +51,80 @@ class WeightBytes final : public Backend {
       experts_picked += double(picked.size());
       moe_layers += 1.0;
     }
-    inner_.moe_experts(x, ids, weights, up, down, out);
+    timed("moe_experts", [&] { inner_.moe_experts(x, ids, weights, up, down, out); });
   }
   double experts_picked = 0.0, moe_layers = 0.0;
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
-    inner_.rms_norm(x, weight, eps, out);
+    timed("rms_norm", [&] { inner_.rms_norm(x, weight, eps, out); });
   }
-  void add_bias(const Tensor& x, const Tensor& bias) override { inner_.add_bias(x, bias); }
-  void add(const Tensor& a, const Tensor& b, const Tensor& out) override { inner_.add(a, b, out); }
+  void add_bias(const Tensor& x, const Tensor& bias) override {
+    timed("add_bias", [&] { inner_.add_bias(x, bias); });
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    timed("add", [&] { inner_.add(a, b, out); });
+  }
   void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override {
-    inner_.rope(x, positions, cos_sin);
+    timed("rope", [&] { inner_.rope(x, positions, cos_sin); });
   }
-  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override { inner_.swiglu(gate, up, out); }
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    timed("swiglu", [&] { inner_.swiglu(gate, up, out); });
+  }
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override {
-    inner_.kv_write(k, v, slots, cache);
+    timed("kv_write", [&] { inner_.kv_write(k, v, slots, cache); });
   }
   void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                  const Tensor& out) override {
-    inner_.attention(q, cache, rows, scale, out);
+    timed("attention", [&] { inner_.attention(q, cache, rows, scale, out); });
   }
-  void softmax(const Tensor& x, const Tensor& out) override { inner_.softmax(x, out); }
-  void argmax(const Tensor& x, const Tensor& ids) override { inner_.argmax(x, ids); }
-  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override { inner_.top_k(x, values, ids); }
+  void softmax(const Tensor& x, const Tensor& out) override {
+    timed("softmax", [&] { inner_.softmax(x, out); });
+  }
+  void argmax(const Tensor& x, const Tensor& ids) override {
+    timed("argmax", [&] { inner_.argmax(x, ids); });
+  }
+  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override {
+    timed("top_k", [&] { inner_.top_k(x, values, ids); });
+  }
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
-    inner_.gather_rows(x, rows, out);
+    timed("gather_rows", [&] { inner_.gather_rows(x, rows, out); });
   }
   void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override {
-    inner_.copy_columns(x, begin, out);
+    timed("copy_columns", [&] { inner_.copy_columns(x, begin, out); });
   }
-  void relu_squared(const Tensor& x, const Tensor& out) override { inner_.relu_squared(x, out); }
+  void relu_squared(const Tensor& x, const Tensor& out) override {
+    timed("relu_squared", [&] { inner_.relu_squared(x, out); });
+  }
   void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                    const SequenceRows& seqs, const Tensor& out) override {
-    inner_.conv1d_silu(x, weight, bias, conv_state, seqs, out);
+    timed("conv1d_silu", [&] { inner_.conv1d_silu(x, weight, bias, conv_state, seqs, out); });
   }
-  void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override { inner_.ssm_scan(scan, seqs); }
+  void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override {
+    timed("ssm_scan", [&] { inner_.ssm_scan(scan, seqs); });
+  }
   void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
                       const Tensor& out) override {
-    inner_.gated_rms_norm(x, gate, weight, groups, eps, out);
+    timed("gated_rms_norm", [&] { inner_.gated_rms_norm(x, gate, weight, groups, eps, out); });
   }
   void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
                  const Tensor& weights) override {
-    inner_.moe_route(logits, bias, routing, ids, weights);
+    timed("moe_route", [&] { inner_.moe_route(logits, bias, routing, ids, weights); });
   }
 
  protected:
   void release(const Tensor&) override {}  // alloc hands out the inner backend's tensors
 
  private:
+  template <class F>
+  void timed(const std::string& op, F run) {
+    if (!profiling) return run();
+    inner_.synchronize();
+    auto start = std::chrono::steady_clock::now();
+    run();
+    inner_.synchronize();
+    op_seconds[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   Backend& inner_;
 };
 

@@ -21,6 +21,7 @@ LaneHost::LaneHost(Model& model, LaneSettings settings)
   int32_t slots = model.info().state_slots;
   settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(model.info().max_rows)));
   if (slots > 0) settings_.max_streams = std::min(settings_.max_streams, slots);
+  chosen_ids_ = model.backend().alloc(DType::i32, {std::max<int64_t>(1, model.info().max_rows)});
 }
 
 LaneHost::~LaneHost() { stop(); }

@@ -141,9 +141,13 @@ class LaneHost {
   void admit();
   void fill_step(Stream& stream);
   void round();
-  // Samples the token at the stream's next position from `logits`, reports it, and ends the
-  // stream if it is done. Returns false when the stream ended.
-  bool accept_token(Stream& stream, const float* logits);
+  // Takes the ids of a pass's logit rows: greedy streams (without logprobs) from the backend's
+  // argmax, so only their ids leave the device; the others from the sampler on the rows' logits,
+  // which are downloaded for them alone. Which path a row takes depends only on its own request.
+  void accept_rows(const Tensor& logits, const std::vector<Stream*>& streams);
+  // Reports the token at the stream's next position (`chosen`, or sampled from `logits` when
+  // chosen < 0) and ends the stream if it is done. Returns false when the stream ended.
+  bool accept_token(Stream& stream, const float* logits, int32_t chosen = -1);
   void end(Stream& stream, StreamEnd how);
   void fail_all(const std::string& error);
 
@@ -154,6 +158,8 @@ class LaneHost {
   ForwardBatch batch_;
   std::vector<float> logits_;
   std::vector<Stream*> round_streams_;
+  OwnedTensor chosen_ids_;            // i32 [max_rows] on the backend: the argmax of each logit row
+  std::vector<int32_t> chosen_host_;
   TokenLogprobs logprobs_;
 
   // Shared with submitters: guarded by mutex_.

@@ -30,10 +30,10 @@ void LaneHost::fill_step(Stream& stream) {
   }
   ++stream.next_chunk;
   if (!last) return;
-  logits_.resize(size_t(out->numel()));
-  model_.backend().download(logits_.data(), *out);
   stream.phase = Phase::decoding;
-  accept_token(stream, logits_.data());
+  std::vector<Stream*>& rows = round_streams_;
+  rows.assign(1, &stream);
+  accept_rows(*out, rows);
 }
 
 void LaneHost::round() {
@@ -63,16 +63,47 @@ void LaneHost::round() {
     fail_all(out.error().message);
     return;
   }
-  const int64_t vocab = model_.info().vocab_size;
-  logits_.resize(size_t(out->numel()));
-  model_.backend().download(logits_.data(), *out);
-  for (size_t i = 0; i < rows.size(); ++i) accept_token(*rows[i], logits_.data() + int64_t(i) * vocab);
+  accept_rows(*out, rows);
 }
 
-bool LaneHost::accept_token(Stream& stream, const float* logits) {
+namespace {
+
+bool takes_argmax(const GenerateRequest& request) {
+  return request.sampling.temperature == 0.0f && request.top_logprobs < 0;
+}
+
+}  // namespace
+
+void LaneHost::accept_rows(const Tensor& logits, const std::vector<Stream*>& streams) {
+  Backend& backend = model_.backend();
+  const int64_t n = int64_t(streams.size()), vocab = model_.info().vocab_size;
+  size_t sampled = 0;
+  for (Stream* stream : streams) sampled += takes_argmax(stream->request) ? 0 : 1;
+  chosen_host_.assign(size_t(n), -1);
+  if (sampled < streams.size()) {
+    Tensor ids = chosen_ids_.view().first_dim_slice(0, n);
+    backend.argmax(logits, ids);
+    backend.download(chosen_host_.data(), ids);
+  }
+  logits_.resize(size_t(n * vocab));
+  if (sampled == streams.size()) {
+    backend.download(logits_.data(), logits);
+  } else if (sampled > 0) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!takes_argmax(streams[size_t(i)]->request))
+        backend.download(logits_.data() + i * vocab, logits.first_dim_slice(i, 1));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    Stream& stream = *streams[size_t(i)];
+    const bool argmax = takes_argmax(stream.request);
+    accept_token(stream, argmax ? nullptr : logits_.data() + i * vocab, argmax ? chosen_host_[size_t(i)] : -1);
+  }
+}
+
+bool LaneHost::accept_token(Stream& stream, const float* logits, int32_t chosen) {
   const ModelInfo& info = model_.info();
   const int64_t position = int64_t(stream.tokens.size());
-  const int32_t id = sampler_.sample(logits, stream.request.sampling, position);
+  const int32_t id = chosen >= 0 ? chosen : sampler_.sample(logits, stream.request.sampling, position);
   stream.tokens.push_back(id);
   ++stream.generated;
   {

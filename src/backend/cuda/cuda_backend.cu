@@ -1,6 +1,7 @@
 // The CUDA backend's memory, stream and device setup. Memory comes from cudaMalloc; every op
 // runs on the backend's one stream, so an op reads what earlier ops wrote.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,7 +42,9 @@ namespace {
 
 constexpr size_t kStagingBytes = size_t(8) << 20;     // pinned space for small uploads
 constexpr size_t kStagedUploadMax = size_t(1) << 20;  // larger uploads copy straight from the source
-constexpr size_t kMaxGraphs = 256;                    // past this the cache starts over
+constexpr size_t kMaxGraphs = 256;
+constexpr size_t kPinnedDownloadMin = size_t(64) << 10;  // smaller downloads copy straight to the caller
+constexpr size_t kPinnedDownloadMax = size_t(256) << 20;                    // past this the cache starts over
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
@@ -67,6 +70,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [data, bytes] : scratch_)
     if (data) cudaFree(data);
   cudaFreeHost(staging_);
+  if (download_staging_) cudaFreeHost(download_staging_);
   cudaStreamDestroy(as_stream(stream_));
 }
 
@@ -77,11 +81,15 @@ void CudaBackend::enqueue(uint64_t key, Launch launch) {
 
 void CudaBackend::flush() {
   if (pending_.empty()) return;
+  static const bool trace = std::getenv("LOCKSTEP_CUDA_TRACE") != nullptr;
+  const auto trace_start = std::chrono::steady_clock::now();
+  const char* path = "launched";
   cudaStream_t stream = as_stream(stream_);
   const uint64_t key = pending_key_ ^ (uint64_t(pending_.size()) << 48);
   auto found = graphs_.find(key);
   if (found != graphs_.end()) {
     LOCKSTEP_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(found->second), stream));
+    path = "graph";
   } else if (use_graphs_ && seen_passes_.count(key)) {
     if (graphs_.size() >= kMaxGraphs) {
       LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
@@ -97,10 +105,20 @@ void CudaBackend::flush() {
     LOCKSTEP_CUDA(cudaGraphDestroy(graph));
     graphs_[key] = exec;
     LOCKSTEP_CUDA(cudaGraphLaunch(exec, stream));
+    path = "captured";
   } else {
     if (seen_passes_.size() > 4 * kMaxGraphs) seen_passes_.clear();
     seen_passes_.insert(key);
     for (Launch& launch : pending_) launch(stream);
+  }
+  if (trace) {
+    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - trace_start).count();
+    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+    const double all_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - trace_start).count();
+    static const auto first = trace_start;
+    std::fprintf(stderr, "cuda trace: at %.3f ms, %zu launches %s, %.3f ms to issue, %.3f ms to finish\n",
+                 std::chrono::duration<double, std::milli>(trace_start - first).count(), pending_.size(), path, host_ms,
+                 all_ms);
   }
   pending_.clear();
   pending_key_ = 0;
@@ -157,8 +175,20 @@ void CudaBackend::upload(const Tensor& dst, const void* src) {
 void CudaBackend::download(void* dst, const Tensor& src) {
   flush();
   cudaStream_t stream = as_stream(stream_);
-  if (src.bytes() > 0) LOCKSTEP_CUDA(cudaMemcpyAsync(dst, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream));
-  LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+  const size_t bytes = src.bytes();
+  if (bytes >= kPinnedDownloadMin && bytes <= kPinnedDownloadMax) {
+    if (download_staging_size_ < bytes) {
+      if (download_staging_) LOCKSTEP_CUDA(cudaFreeHost(download_staging_));
+      LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&download_staging_), bytes));
+      download_staging_size_ = bytes;
+    }
+    LOCKSTEP_CUDA(cudaMemcpyAsync(download_staging_, src.data, bytes, cudaMemcpyDeviceToHost, stream));
+    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+    std::memcpy(dst, download_staging_, bytes);
+  } else {
+    if (bytes > 0) LOCKSTEP_CUDA(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream));
+    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+  }
   staging_used_ = 0;
 }
 

@@ -7,7 +7,8 @@
 // must follow them. A queued pass whose launches (kernels, addresses, shapes) equal an earlier
 // pass's is run as a CUDA graph: the second time a pass is seen it is captured, and from then
 // on replayed with one launch. Rounds of one width repeat exactly, so a round of a 52-layer
-// model is one graph launch instead of hundreds. LOCKSTEP_CUDA_GRAPHS=0 turns graphs off.
+// model is one graph launch instead of hundreds. LOCKSTEP_CUDA_GRAPHS=0 turns graphs off;
+// LOCKSTEP_CUDA_TRACE=1 prints each flush (launches, path, time) to stderr, waiting for each.
 #pragma once
 
 #include <functional>
@@ -91,6 +92,10 @@ class CudaBackend final : public Backend {
   // reused from the start once the stream has been waited for.
   char* staging_ = nullptr;
   size_t staging_used_ = 0;
+  // Pinned memory larger downloads land in first: copies from the device into pageable memory
+  // are several times slower (logits rows are half a megabyte each).
+  char* download_staging_ = nullptr;
+  size_t download_staging_size_ = 0;
 };
 
 }  // namespace lockstep

@@ -28,7 +28,8 @@ constexpr int kColsPerWarp = 2;
 constexpr int kWarps = 8;
 constexpr int kColsPerBlock = kWarps * kColsPerWarp;
 constexpr int kSpan = kGroup * kChunk;
-constexpr int64_t kDirectRowsMax = 16;  // launches of up to this many rows read x without staging
+constexpr int64_t kDirectRowsMax = 16;
+constexpr int64_t kDirectListMax = 512;  // launches of up to this many rows read x without staging
 
 // Eight consecutive weights as floats; positions at or past k read as zero.
 template <bool kBf16>
@@ -167,7 +168,9 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
                    cudaStream_t stream) {
   if (m == 0 || (!rows.segments && rows.n == 0)) return;
   dim3 grid(blocks_for(m, kColsPerBlock), unsigned(rows.segments ? rows.groups : 1));
-  const bool staged = rows.n > kDirectRowsMax;  // the layout only: results are the same
+  // The layout only: results are the same. Grouped launches (MoE) give each expert few rows
+  // in a round, so they stage only when the list is fill-sized.
+  const bool staged = rows.n > (rows.segments ? kDirectListMax : kDirectRowsMax);
   if (w_bf16 && staged)
     matmul_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
   else if (w_bf16)
