@@ -97,6 +97,20 @@ TEST_P(LanesExactness, EveryConcurrencyLevelMatchesTheAloneRuns) {
   }
 }
 
+// Greedy rows take the backend's argmax and sampled rows the host sampler: a round that mixes
+// them, with a stream that wants logprobs, still gives every stream its alone run's ids.
+TEST_P(LanesExactness, RoundsMixingGreedySampledAndLogprobStreamsMatchAloneRuns) {
+  std::vector<GenerateRequest> greedy = requests(6, false, 23), seeded = requests(6, true, 29);
+  std::vector<GenerateRequest> all;
+  for (int i = 0; i < 6; ++i) all.push_back(i % 2 ? seeded[size_t(i)] : greedy[size_t(i)]);
+  all[2].top_logprobs = 2;  // greedy, but its logits go to the host for the logprobs
+  LaneHost host(*model, {kChunk, 6, 64});
+  std::vector<Result> results(all.size());
+  for (size_t i = 0; i < all.size(); ++i) submit(host, all[i], results[i]);
+  run_until_idle(host);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(results[i].ids, alone(all[i])) << "stream " << i;
+}
+
 TEST_P(LanesExactness, ALongPromptArrivingMidDecodeChangesNothing) {
   std::vector<GenerateRequest> all = requests(6, true, 11);
   GenerateRequest long_prompt = requests(5, false, 13)[4];  // 300 tokens
