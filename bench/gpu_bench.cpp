@@ -38,7 +38,7 @@ struct LevelResult {
   double tok_per_s = 0.0, bytes_per_round = 0.0, bound = 0.0, experts_per_layer = 0.0;
 };
 
-GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens, int64_t vocab) {
+[[maybe_unused]] GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens, int64_t vocab) {
   GenerateRequest request;
   for (int64_t i = 0; i < prompt; ++i) request.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
   request.max_tokens = tokens;
@@ -48,7 +48,7 @@ GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens
 
 // Runs `streams` requests to the end. Rounds after every stream has its first token are
 // timed (or counted, when the backend counts): returns decode tok/s and the rounds run.
-double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams, bool count,
+[[maybe_unused]] double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams, bool count,
                    int64_t* rounds_out) {
   std::mt19937 rng(uint32_t(1000 + streams));
   LaneHost host(model, {flags.chunk, streams, streams});
