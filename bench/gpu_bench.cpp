@@ -48,8 +48,8 @@ struct LevelResult {
 
 // Runs `streams` requests to the end. Rounds after every stream has its first token are
 // timed (or counted, when the backend counts): returns decode tok/s and the rounds run.
-[[maybe_unused]] double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams, bool count,
-                   int64_t* rounds_out) {
+[[maybe_unused]] double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams,
+                                    bool count, int64_t* rounds_out) {
   std::mt19937 rng(uint32_t(1000 + streams));
   LaneHost host(model, {flags.chunk, streams, streams});
   std::vector<int64_t> got(size_t(streams), 0);
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     std::printf("%8d %12.1f %12.1f %9.0f%% %14.1f %10.1f\n", level, r.tok_per_s, r.bound, 100.0 * r.tok_per_s / r.bound,
                 r.bytes_per_round / 1e6, r.experts_per_layer);
     if (flags.profile && counted_rounds > 0) {
-      std::vector<std::pair<double, std::string>> ops;
+      std::vector<std::pair<double, std::string> > ops;
       double total = 0.0;
       for (auto& [op, seconds] : counter.op_seconds) ops.push_back({seconds, op}), total += seconds;
       std::sort(ops.rbegin(), ops.rend());
