@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/backend_factory.h"
 #include "fixture_reference.h"
 #include "io/npy.h"
 #include "io/temp_dir.h"
@@ -204,6 +205,20 @@ TEST_P(CliFlagErrorTest, FailsWithOneErrorLine) {
 
 INSTANTIATE_TEST_SUITE_P(Cli, CliFlagErrorTest, ::testing::ValuesIn(flag_error_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// --backend cuda where it cannot run (no GPU, or a build without CUDA) is one clear error; on a
+// machine with a GPU it generates (the fixture tests compare its numbers).
+TEST(CliBackendTest, CudaWithoutADeviceIsOneErrorLine) {
+  const std::vector<std::string> args = {"generate", "--model", test_data("llama"), "--backend", "cuda", "--tokens",
+                                         "1,2,3", "--max-tokens", "4"};
+  if (!backend_usable("cuda")) {
+    expect_one_line_error(run_lockstep(args), "--backend cuda");
+    return;
+  }
+  CommandResult gpu = run_lockstep(args);
+  EXPECT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_FALSE(gpu.out.empty());
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

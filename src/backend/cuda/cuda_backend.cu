@@ -31,7 +31,13 @@ bool cuda_device_available(std::string* why) {
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess || count == 0) {
-    if (why) *why = error != cudaSuccess ? cudaGetErrorString(error) : "no CUDA device";
+    if (why) {
+      if (error == cudaErrorInsufficientDriver || error == cudaErrorNoDevice || count == 0)
+        *why = std::string("no NVIDIA GPU or driver found; CUDA says: ") +
+               (error != cudaSuccess ? cudaGetErrorString(error) : "no device");
+      else
+        *why = cudaGetErrorString(error);
+    }
     cudaGetLastError();  // clear it: a missing device is not a sticky error
     return false;
   }
