@@ -151,14 +151,8 @@ std::vector<std::string> families_and_backends() {
   return out;
 }
 
-std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = info.param;
-  for (char& c : name)
-    if (c == '@') c = '_';
-  return name;
-}
-
-INSTANTIATE_TEST_SUITE_P(Families, LanesExactness, ::testing::ValuesIn(families_and_backends()), param_name);
+INSTANTIATE_TEST_SUITE_P(Families, LanesExactness, ::testing::ValuesIn(families_and_backends()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

@@ -1,5 +1,6 @@
 #include "test_support.h"
 
+#include <cctype>
 #include <cstdlib>
 
 #include "backend/backend_factory.h"
@@ -28,7 +29,7 @@ std::unique_ptr<Backend> make_test_backend(const std::string& name) {
 std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string name = info.param;
   for (char& c : name)
-    if (c == '-') c = '_';
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return name;
 }
 

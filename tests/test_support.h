@@ -16,8 +16,8 @@ namespace lockstep {
 std::vector<std::string> test_backend_names();
 std::unique_ptr<Backend> make_test_backend(const std::string& name);
 
-// A backend name as a gtest parameter name ("cpu-avx2" -> "cpu_avx2"), so that
-// --gtest_filter='*cuda*' picks the GPU cases.
+// A string parameter as a gtest parameter name ("cpu-avx2" -> "cpu_avx2", "llama@cuda" ->
+// "llama_cuda"), so that --gtest_filter='*cuda*' picks the GPU cases.
 std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info);
 
 // tests/data/<name>

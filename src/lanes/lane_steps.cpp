@@ -85,7 +85,7 @@ void LaneHost::accept_rows(const Tensor& logits, const std::vector<Stream*>& str
     backend.argmax(logits, ids);
     backend.download(chosen_host_.data(), ids);
   }
-  logits_.resize(size_t(n * vocab));
+  if (sampled > 0) logits_.resize(size_t(n * vocab));
   if (sampled == streams.size()) {
     backend.download(logits_.data(), logits);
   } else if (sampled > 0) {

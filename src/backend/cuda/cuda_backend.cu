@@ -48,9 +48,9 @@ namespace {
 
 constexpr size_t kStagingBytes = size_t(8) << 20;     // pinned space for small uploads
 constexpr size_t kStagedUploadMax = size_t(1) << 20;  // larger uploads copy straight from the source
-constexpr size_t kMaxGraphs = 256;
+constexpr size_t kMaxGraphs = 256;                       // past this the cache starts over
 constexpr size_t kPinnedDownloadMin = size_t(64) << 10;  // smaller downloads copy straight to the caller
-constexpr size_t kPinnedDownloadMax = size_t(256) << 20;                    // past this the cache starts over
+constexpr size_t kPinnedDownloadMax = size_t(256) << 20;
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
@@ -88,7 +88,7 @@ void CudaBackend::enqueue(uint64_t key, Launch launch) {
 void CudaBackend::flush() {
   if (pending_.empty()) return;
   static const bool trace = std::getenv("LOCKSTEP_CUDA_TRACE") != nullptr;
-  const auto trace_start = std::chrono::steady_clock::now();
+  const auto trace_start = trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const char* path = "launched";
   cudaStream_t stream = as_stream(stream_);
   const uint64_t key = pending_key_ ^ (uint64_t(pending_.size()) << 48);

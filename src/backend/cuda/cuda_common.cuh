@@ -29,41 +29,49 @@ void require(bool condition, const char* what);
 
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
-// Sum over a warp by a butterfly: every lane ends with the same bits (a + b == b + a).
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// out = max(x, 0)^2 over n floats; x may be out (cuda_ops.cu; the MoE experts use it in place).
+void launch_relu_squared(const float* x, float* out, int64_t n, cudaStream_t stream);
+
+// A warp reduction by a butterfly: every lane ends with the same bits, since each step combines
+// the same two values on both lanes of a pair (a + b == b + a; fmaxf likewise).
+template <class Op>
+__device__ inline float warp_reduce(float v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
-__device__ inline float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-// Sum over a block of kThreads threads: warp sums, then warp 0 folds them in warp order.
-// `shared` holds kThreads / 32 floats. Every thread gets the result.
-template <int kThreads>
-__device__ inline float block_sum(float v, float* shared) {
-  v = warp_sum(v);
+__device__ inline float warp_sum(float v) { return warp_reduce(v, Add{}); }
+__device__ inline float warp_max(float v) { return warp_reduce(v, Max{}); }
+
+// A reduction over a block of kThreads threads: warp results, then every thread folds them in
+// warp order. `shared` holds kThreads / 32 floats. Every thread gets the result.
+template <int kThreads, class Op>
+__device__ inline float block_reduce(float v, float* shared, Op op) {
+  v = warp_reduce(v, op);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) total += shared[w];
+  float total = shared[0];
+  for (int w = 1; w < kThreads / 32; ++w) total = op(total, shared[w]);
   return total;
 }
 
 template <int kThreads>
+__device__ inline float block_sum(float v, float* shared) {
+  return block_reduce<kThreads>(v, shared, Add{});
+}
+
+template <int kThreads>
 __device__ inline float block_max(float v, float* shared) {
-  v = warp_max(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float best = shared[0];
-  for (int w = 1; w < kThreads / 32; ++w) best = fmaxf(best, shared[w]);
-  return best;
+  return block_reduce<kThreads>(v, shared, Max{});
 }
 
 __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

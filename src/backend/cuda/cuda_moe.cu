@@ -103,13 +103,6 @@ __global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int ex
   }
 }
 
-__global__ void relu_squared_inplace_kernel(float* x, int64_t n) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float v = fmaxf(x[i], 0.0f);
-  x[i] = v * v;
-}
-
 // out[r][i] = sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
 __global__ void moe_combine_kernel(const float* slots, const float* weights, int64_t n, int64_t d, int k, float* out) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -166,8 +159,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     rows.group_stride = inner * d;
     rows.in_rows = row_of;  // up: token rows in, list order out
     cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, stream);
-    relu_squared_inplace_kernel<<<cuda::blocks_for(slots * inner, 256), 256, 0, stream>>>(hidden, slots * inner);
-    LOCKSTEP_LAUNCHED();
+    cuda::launch_relu_squared(hidden, hidden, slots * inner, stream);
     rows.group_stride = d * inner;
     rows.in_rows = nullptr;  // down: list order in, slots out
     rows.out_rows = slot_of;

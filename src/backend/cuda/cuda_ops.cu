@@ -224,12 +224,19 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out
   });
 }
 
+namespace cuda {
+
+void launch_relu_squared(const float* x, float* out, int64_t n, cudaStream_t stream) {
+  relu_squared_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, out, n);
+  LOCKSTEP_LAUNCHED();
+}
+
+}  // namespace cuda
+
 void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
   if (x.numel() == 0) return;
   enqueue(cuda::launch_key("relu_squared_kernel", x, out), [=](void* stream) {
-    relu_squared_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(out), x.numel());
-    LOCKSTEP_LAUNCHED();
+    cuda::launch_relu_squared(ptr<float>(x), ptr<float>(out), x.numel(), static_cast<cudaStream_t>(stream));
   });
 }
 
