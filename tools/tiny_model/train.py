@@ -1,12 +1,16 @@
 """Trains lockstep's embedded model: a tiny Nemotron-H (Mamba2, attention, relu2 MLP and MoE)
 that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
-    python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N]
+    python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
 
 Runs on one GPU (PyTorch and transformers' nemotron_h). Deterministic for a seed on the same GPU and
 software: PyTorch runs in strict deterministic mode, attention uses the math SDPA backend, and the
 sha256 of the written model.safetensors (in training.json) shows it; `gpu-train --check-determinism`
-trains twice and compares.
+trains twice and compares. `--fast-paths` (e.g. mamba_dtmin,moe) trains through fast_paths.py instead of
+transformers' reference Mamba2 scan and MoE experts: the same computation as matrix products, which
+`check_fast_paths.py` compares with transformers' code on the GPU (and, with --plan, picks and sizes a
+run from). The default, none, is transformers' code alone. The held-out evaluation always runs
+transformers' own code (generate).
 """
 import argparse
 import contextlib
@@ -25,6 +29,7 @@ import transformers
 from transformers import GenerationConfig, NemotronHConfig, NemotronHForCausalLM
 
 import corpus
+from fast_paths import fast_training_paths
 
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
                  "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
@@ -151,6 +156,23 @@ def answer(model, tokenizer, question, device, max_new=24):
     return tokenizer.decode(new)
 
 
+def train_step(model, optimizer, schedule, ids, mask, fast=False):
+    """One optimizer step on ids [batch, length] with the loss on `mask`; returns the loss (on the GPU).
+    With `fast` (fast_paths active) the model runs without a cache, which the fast paths need; else it
+    is called as before, so runs on transformers' code alone stay bit for bit those recorded."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(input_ids=ids, **({"use_cache": False} if fast else {})).logits.float()
+    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1),
+                                             reduction="none")
+    loss = (loss * mask[:, :-1].reshape(-1)).sum() / mask.sum()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    return loss
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -158,6 +180,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--eval", type=int, default=300)
+    parser.add_argument("--fast-paths", default="none",
+                        help="fast_paths.PATHS to train with, comma-separated, or none")
     args = parser.parse_args()
     use_deterministic_kernels()
     with triangular_cumsum():
@@ -182,27 +206,20 @@ def train(args):
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps))))
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the loader's workers fork after the tokenizer used its threads
     data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, 64, args.steps), batch_size=None,
-                                       num_workers=4, prefetch_factor=8, pin_memory=True)
+                                       num_workers=8, prefetch_factor=8, pin_memory=True)
     model.train()
     first_step_done = None
-    for step, (ids, mask) in enumerate(data):
-        ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(input_ids=ids).logits.float()
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1),
-                                                 reduction="none")
-        loss = (loss * mask[:, :-1].reshape(-1)).sum() / mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 250 == 0 or step in (50, 150) or step == args.steps - 1:
-            loss_value = loss.item()  # waits for the step
-            now = time.time()
-            first_step_done = first_step_done or now
-            pace = f" ({(now - first_step_done) / step:.3f} s/step)" if step else ""
-            print(f"step {step} loss {loss_value:.4f} {now - started:.0f}s{pace}", flush=True)
+    paths = () if args.fast_paths == "none" else tuple(args.fast_paths.split(","))
+    with fast_training_paths(model, paths):
+        for step, (ids, mask) in enumerate(data):
+            loss = train_step(model, optimizer, schedule, ids.to(device, non_blocking=True),
+                              mask.to(device, non_blocking=True), fast=bool(paths))
+            if step % 250 == 0 or step in (50, 150) or step == args.steps - 1:
+                loss_value = loss.item()  # waits for the step
+                now = time.time()
+                first_step_done = first_step_done or now
+                pace = f" ({(now - first_step_done) / step:.3f} s/step)" if step else ""
+                print(f"step {step} loss {loss_value:.4f} {now - started:.0f}s{pace}", flush=True)
     training_seconds = time.time() - started
 
     model.eval()
@@ -231,6 +248,8 @@ def train(args):
             f.write(json.dumps({"task": task, "question": question, "answer": expected}) + "\n")
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
+                   "fast_paths": args.fast_paths,
+                   "training_seconds": round(training_seconds),
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
                    "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval,
                    "model_sha256": model_sha256, "fp32_weights_sha256": fp32_sha256,
