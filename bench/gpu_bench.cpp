@@ -1,10 +1,12 @@
 // The GPU benchmark: decode rounds at several widths and one long fill, through the lane
-// host on the CUDA backend, each beside its bandwidth bound. The bound of a round is the
-// weight bytes it must read (every matmul's weight, the embedding rows, and only the experts
-// that round's tokens picked, counted in an untimed repeat) over the measured device copy rate.
+// host on the CUDA backend, each beside its bandwidth bound. A width's rounds are timed once
+// every stream has filled, so each of the --tokens timed rounds has exactly that many rows.
+// The bound of a round is the weight bytes it must read (every matmul's weight, the embedding
+// rows, and only the experts that round's tokens picked, counted in an untimed repeat) over
+// the measured device copy rate.
 //
 //   gpu_bench --model DIR [--levels 1,2,4,8,24,64] [--prompt 128] [--tokens 64]
-//             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1]
+//             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1] [--relaxed 1]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +33,7 @@ struct Flags {
   int64_t prompt = 128, tokens = 64, fill = 8192, chunk = 2048;
   std::string json;
   bool profile = false;  // time every op in the counting run and print where a round goes
+  bool relaxed = false;  // plain bf16 matmuls through cuBLAS: not batch-invariant (the cost-of-exactness table)
 };
 
 struct LevelResult {
@@ -46,44 +49,77 @@ struct LevelResult {
   return request;
 }
 
-// Runs `streams` requests to the end. Rounds after every stream has its first token are
-// timed (or counted, when the backend counts): returns decode tok/s and the rounds run.
+// Starts `streams` requests, fills them all, then times `rounds` rounds in which every stream
+// decodes (each asks for more tokens than the rounds give, so none ends inside the window);
+// counts instead of timing when the backend counts. Returns decode tok/s over those rounds.
 [[maybe_unused]] double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams,
-                                    bool count, int64_t* rounds_out) {
+                                    int64_t rounds, bool count) {
   std::mt19937 rng(uint32_t(1000 + streams));
   LaneHost host(model, {flags.chunk, streams, streams});
   std::vector<int64_t> got(size_t(streams), 0);
   for (int i = 0; i < streams; ++i) {
     auto submitted =
-        host.submit(random_request(rng, flags.prompt, count ? 8 : flags.tokens + 1, model.info().vocab_size),
+        host.submit(random_request(rng, flags.prompt, streams + rounds + 8, model.info().vocab_size),
                     {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
     if (!submitted.handle) {
       std::fprintf(stderr, "gpu_bench: %s\n", submitted.error->message.c_str());
       std::exit(1);
     }
   }
-  auto all_started = [&] {
+  auto started = [&] {
     for (int64_t g : got)
       if (g == 0) return false;
     return true;
   };
-  while (!all_started() && host.step()) {
+  while (!started() && host.step()) {
   }
-  int64_t before = 0;
-  for (int64_t g : got) before += g;
+  auto total = [&] {
+    int64_t sum = 0;
+    for (int64_t g : got) sum += g;
+    return sum;
+  };
+  const int64_t before = total();
   counter.counting = count;
   counter.profiling = count && flags.profile;
+  model.backend().synchronize();
   bench::Clock::time_point start = bench::Clock::now();
-  int64_t rounds = 0;
-  while (host.step()) ++rounds;
+  for (int64_t r = 0; r < rounds; ++r) host.step();
   model.backend().synchronize();
   double seconds = bench::seconds_since(start);
   counter.counting = false;
   counter.profiling = false;
-  int64_t after = 0;
-  for (int64_t g : got) after += g;
-  *rounds_out = rounds;
-  return double(after - before) / seconds;
+  if (total() - before != int64_t(streams) * rounds) {
+    std::fprintf(stderr, "gpu_bench: %d streams: a timed step was not a full round\n", streams);
+    std::exit(1);
+  }
+  return double(total() - before) / seconds;  // the host's destructor cancels the streams
+}
+
+// The prompt's tokens over the time to its first token, the prompt filled alone.
+[[maybe_unused]] double timed_fill(Model& model, const Flags& flags) {
+  std::mt19937 rng(7);
+  LaneHost host(model, {flags.chunk, 1, 1});
+  bench::Clock::time_point first{};
+  bool have = false;
+  (void)host.submit(random_request(rng, flags.fill, 1, model.info().vocab_size),
+                    {[&](int32_t) { first = bench::Clock::now(), have = true; }, nullptr});
+  model.backend().synchronize();
+  bench::Clock::time_point start = bench::Clock::now();
+  while (host.step()) {
+  }
+  return have ? double(flags.fill) / bench::seconds_between(start, first) : 0.0;
+}
+
+// The ops that took the most time while profiling, per pass (`passes` passes were profiled).
+[[maybe_unused]] void print_profile(const bench::WeightBytes& counter, const std::string& what, double pass_ms,
+                                    double passes) {
+  std::vector<std::pair<double, std::string> > ops;
+  double total = 0.0;
+  for (auto& [op, seconds] : counter.op_seconds) ops.push_back({seconds, op}), total += seconds;
+  std::sort(ops.rbegin(), ops.rend());
+  std::printf("  profile, %s: %.3f ms, %.3f ms of it in ops\n", what.c_str(), pass_ms, 1e3 * total / passes);
+  for (size_t i = 0; i < ops.size() && i < 14; ++i)
+    std::printf("    %-40s %8.3f ms\n", ops[i].second.c_str(), 1e3 * ops[i].first / passes);
 }
 
 std::vector<int> parse_levels(const std::string& text) {
@@ -116,6 +152,8 @@ int main(int argc, char** argv) {
       flags.json = value;
     else if (flag == "--profile")
       flags.profile = value == "1";
+    else if (flag == "--relaxed")
+      flags.relaxed = value == "1";
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -131,15 +169,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   CudaBackend cuda;
+  if (flags.relaxed && !cuda.use_relaxed_matmul(&why)) {
+    std::printf("gpu_bench: --relaxed 1: %s\n", why.c_str());
+    return 1;
+  }
   const double copy = cuda.copy_gb_per_s(size_t(2) << 30, 10);
   bench::WeightBytes counter(cuda);
   int max_level = 1;
   for (int level : flags.levels) max_level = std::max(max_level, level);
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, max_level);
-  options.max_context = std::max(flags.fill, flags.prompt + flags.tokens) + 16;
+  // A stream holds its prompt, the tokens of the rounds before every stream has filled (at
+  // most one per stream), the timed rounds and a margin.
+  const int64_t stream_length = flags.prompt + max_level + flags.tokens + 16;
+  options.max_context = std::max(flags.fill, stream_length) + 16;
   options.page_size = 16;
-  const int64_t per_stream = (flags.prompt + flags.tokens + 32) / 16 + 1;
+  const int64_t per_stream = (stream_length + 32) / 16 + 1;
   options.kv_pages = int32_t(max_level * per_stream + options.max_context / 16 + 8);
   options.state_slots = max_level + 1;
   bench::Clock::time_point load_start = bench::Clock::now();
@@ -149,25 +194,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   Model& model = **loaded;
-  std::printf("gpu_bench: %s (%s, dummy bf16 weights) on %s, loaded in %.1f s\n", flags.model.c_str(),
-              model.info().architecture.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start));
+  std::printf("gpu_bench: %s (%s, dummy bf16 weights) on %s, loaded in %.1f s%s\n", flags.model.c_str(),
+              model.info().architecture.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start),
+              flags.relaxed ? "; RELAXED: plain matmuls through cuBLAS, not batch-invariant" : "");
   std::printf("%-40s %10.0f GB/s\n", "device copy (read + write)", copy);
 
-  // One long fill, timed to its first token.
+  // One long fill, timed to its first token; with --profile, once more with every op timed.
   double fill_rate = 0.0;
   if (flags.fill > 0) {
-    std::mt19937 rng(7);
-    LaneHost host(model, {flags.chunk, 1, 1});
-    bench::Clock::time_point first{};
-    bool have = false;
-    (void)host.submit(random_request(rng, flags.fill, 1, model.info().vocab_size),
-                      {[&](int32_t) { first = bench::Clock::now(), have = true; }, nullptr});
-    bench::Clock::time_point start = bench::Clock::now();
-    while (host.step()) {
-    }
-    if (have) fill_rate = double(flags.fill) / bench::seconds_between(start, first);
+    fill_rate = timed_fill(model, flags);
     std::printf("%-40s %10.0f tok/s (%lld tokens, chunk %lld)\n", "fill", fill_rate, (long long)flags.fill,
                 (long long)flags.chunk);
+    if (flags.profile) {
+      counter.op_seconds.clear();
+      counter.profiling = true;
+      const double profiled = timed_fill(model, flags);
+      counter.profiling = false;
+      print_profile(counter, "fill with a wait after every op", 1e3 * double(flags.fill) / profiled, 1.0);
+    }
   }
 
   std::vector<LevelResult> results;
@@ -176,34 +220,26 @@ int main(int argc, char** argv) {
   for (int level : flags.levels) {
     LevelResult r;
     r.streams = level;
-    int64_t rounds = 0;
-    r.tok_per_s = decode_rate(model, counter, flags, level, false, &rounds);
+    r.tok_per_s = decode_rate(model, counter, flags, level, flags.tokens, false);
     counter.bytes = counter.experts_picked = counter.moe_layers = 0.0;
     counter.op_seconds.clear();
-    int64_t counted_rounds = 0;
-    const double counted_rate = decode_rate(model, counter, flags, level, true, &counted_rounds);
+    const int64_t counted_rounds = 8;
+    const double counted_rate = decode_rate(model, counter, flags, level, counted_rounds, true);
     r.bytes_per_round = counter.bytes / double(std::max<int64_t>(counted_rounds, 1));
     r.experts_per_layer = counter.moe_layers > 0 ? counter.experts_picked / counter.moe_layers : 0.0;
     r.bound = double(level) / (r.bytes_per_round / (copy * 1e9));
     results.push_back(r);
     std::printf("%8d %12.1f %12.1f %9.0f%% %14.1f %10.1f\n", level, r.tok_per_s, r.bound, 100.0 * r.tok_per_s / r.bound,
                 r.bytes_per_round / 1e6, r.experts_per_layer);
-    if (flags.profile && counted_rounds > 0) {
-      std::vector<std::pair<double, std::string> > ops;
-      double total = 0.0;
-      for (auto& [op, seconds] : counter.op_seconds) ops.push_back({seconds, op}), total += seconds;
-      std::sort(ops.rbegin(), ops.rend());
-      const double rounds = double(counted_rounds);
-      std::printf("  profile, %d streams: %.3f ms a round with a wait after every op, %.3f ms of it in ops\n", level,
-                  1e3 * double(level) / counted_rate, 1e3 * total / rounds);
-      for (size_t i = 0; i < ops.size() && i < 14; ++i)
-        std::printf("    %-40s %8.3f ms\n", ops[i].second.c_str(), 1e3 * ops[i].first / rounds);
-    }
+    if (flags.profile && counted_rounds > 0)
+      print_profile(counter, std::to_string(level) + " streams, a round with a wait after every op",
+                    1e3 * double(level) / counted_rate, double(counted_rounds));
     std::fflush(stdout);
   }
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
-    out << "{\"model\": \"" << flags.model << "\", \"device\": \"" << cuda.device_name()
+    out << "{\"model\": \"" << flags.model << "\", \"relaxed\": " << (flags.relaxed ? "true" : "false")
+        << ", \"device\": \"" << cuda.device_name()
         << "\", \"copy_gb_per_s\": " << copy << ", \"fill_tokens\": " << flags.fill
         << ", \"fill_tok_per_s\": " << fill_rate << ", \"levels\": [";
     for (size_t i = 0; i < results.size(); ++i)

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
 
@@ -202,6 +203,17 @@ void CudaBackend::synchronize() {
   flush();
   LOCKSTEP_CUDA(cudaStreamSynchronize(as_stream(stream_)));
   staging_used_ = 0;
+}
+
+bool CudaBackend::use_relaxed_matmul(std::string* why) {
+  auto relaxed = std::make_unique<cuda::RelaxedMatmul>();
+  if (!relaxed->error().empty()) {
+    if (why) *why = relaxed->error();
+    return false;
+  }
+  flush();
+  relaxed_ = std::move(relaxed);
+  return true;
 }
 
 double CudaBackend::copy_gb_per_s(size_t bytes, int repeats) {

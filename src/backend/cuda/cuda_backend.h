@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -20,6 +21,10 @@
 #include "backend/backend.h"
 
 namespace lockstep {
+
+namespace cuda {
+class RelaxedMatmul;
+}
 
 // True when a CUDA device can be used; otherwise `why` says what is missing.
 bool cuda_device_available(std::string* why = nullptr);
@@ -36,6 +41,10 @@ class CudaBackend final : public Backend {
   // The device-to-device copy rate in GB/s (bytes read plus bytes written), the median of
   // `repeats` copies of `bytes`: the bandwidth ceiling the benchmarks compare against.
   double copy_gb_per_s(size_t bytes, int repeats);
+  // Sends plain bf16 matmuls to cuBLAS from now on (cuda_relaxed.h): faster where cuBLAS is, but
+  // a row's bits may then depend on the round's width. For the benchmark's cost-of-exactness
+  // table only. False, with the reason in `why`, when cuBLAS cannot be loaded.
+  bool use_relaxed_matmul(std::string* why);
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
   void upload(const Tensor& dst, const void* src) override;
@@ -77,10 +86,13 @@ class CudaBackend final : public Backend {
   void enqueue(uint64_t key, Launch launch);
   // Launches what is queued: as a graph where this pass was seen before.
   void flush();
-  // Device scratch that grows to the largest request and stays (the MoE workspaces).
+  // Device scratch that grows to the largest request and stays: slots 0-4 the MoE lists and
+  // results, kMatmulScratch the activations the bf16 matmuls split.
   void* scratch(int slot, size_t bytes);
+  static constexpr int kMatmulScratch = 5;
 
   void* stream_ = nullptr;  // cudaStream_t
+  std::unique_ptr<cuda::RelaxedMatmul> relaxed_;
   std::string device_name_;
   std::vector<std::pair<void*, size_t>> scratch_;
   std::vector<Launch> pending_;

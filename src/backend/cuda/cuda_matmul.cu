@@ -1,4 +1,5 @@
-// The CUDA matmul for rounds and fills: bf16 or f32 weights, f32 activations, f32 sums.
+// The CUDA matmul for f32 weights (the fixtures' checkpoints), and the backend's matmul op,
+// which sends bf16 weights to the tensor-core kernel (cuda_matmul_bf16.cu).
 //
 // The reduction order of out[r][c] is fixed by k alone: k is cut into chunks of 256; lane l of
 // a warp owns positions 8l .. 8l+7 of every chunk and adds their products chunk by chunk in
@@ -14,6 +15,7 @@
 // order, so which one runs never changes a result.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_matmul.cuh"
+#include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
 
@@ -31,37 +33,17 @@ constexpr int kSpan = kGroup * kChunk;
 constexpr int64_t kDirectRowsMax = 16;
 constexpr int64_t kDirectListMax = 512;  // launches of up to this many rows read x without staging
 
-// Eight consecutive weights as floats; positions at or past k read as zero.
-template <bool kBf16>
-__device__ inline void load8(const void* w_row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
+// Eight consecutive weights; positions at or past k read as zero.
+__device__ inline void load_w8(const float* w_row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
   if (vector_ok && at + 8 <= k) {
-    if constexpr (kBf16) {
-      uint4 raw = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(w_row) + at));
-      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float2 f = __bfloat1622float2(pairs[i]);
-        out[2 * i] = f.x;
-        out[2 * i + 1] = f.y;
-      }
-    } else {
-      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w_row) + at);
-      float4 a = __ldg(p), b = __ldg(p + 1);
-      out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-      out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-    }
+    const float4* p = reinterpret_cast<const float4*>(w_row + at);
+    float4 a = __ldg(p), b = __ldg(p + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
     return;
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    if (at + i >= k) {
-      out[i] = 0.0f;
-    } else if constexpr (kBf16) {
-      out[i] = __bfloat162float(static_cast<const __nv_bfloat16*>(w_row)[at + i]);
-    } else {
-      out[i] = static_cast<const float*>(w_row)[at + i];
-    }
-  }
+  for (int i = 0; i < 8; ++i) out[i] = at + i < k ? w_row[at + i] : 0.0f;
 }
 
 // Eight x values of one row from global memory; positions at or past k read as zero.
@@ -77,9 +59,9 @@ __device__ inline void load_x8(const float* x_row, int64_t at, int64_t k, bool v
   for (int i = 0; i < 8; ++i) out[i] = at + i < k ? x_row[at + i] : 0.0f;
 }
 
-template <bool kBf16, bool kStaged>
+template <bool kStaged>
 __global__ void __launch_bounds__(kWarps * 32, 2)
-    matmul_kernel(const float* __restrict__ x, const void* __restrict__ w, float* __restrict__ out, int64_t k,
+    matmul_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int64_t k,
                   int64_t m, MatmulRows rows) {
   __shared__ __align__(16) float xs[kStaged ? kRowTile : 1][kStaged ? kSpan : 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -87,8 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   int64_t first = 0, last = rows.n;
   if (rows.segments) first = rows.segments[group], last = rows.segments[group + 1];
   if (first >= last) return;  // the whole block leaves together: no barrier is skipped
-  const size_t elem = kBf16 ? 2 : 4;
-  const char* w_group = static_cast<const char*>(w) + size_t(group) * size_t(rows.group_stride) * elem;
+  const float* w_group = w + size_t(group) * size_t(rows.group_stride);
   const int64_t col0 = int64_t(blockIdx.x) * kColsPerBlock + warp * kColsPerWarp;
   const bool vector_ok = k % 8 == 0;
 
@@ -112,10 +93,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
       for (int c = 0; c < kColsPerWarp; ++c) {
         const int64_t col = col0 + c;
-        const void* w_row = w_group + size_t(col < m ? col : 0) * size_t(k) * elem;
+        const float* w_row = w_group + size_t(col < m ? col : 0) * size_t(k);
 #pragma unroll
         for (int q = 0; q < kGroup; ++q)
-          load8<kBf16>(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, vector_ok, wv[c][q]);
+          load_w8(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, vector_ok, wv[c][q]);
       }
       if constexpr (kStaged) {
         __syncthreads();  // the previous span's x values are no longer read
@@ -164,21 +145,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 }  // namespace
 
+size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k) {
+  return w_bf16 ? matmul_bf16_workspace_bytes(x_rows, k) : 0;
+}
+
 void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   cudaStream_t stream) {
+                   void* workspace, cudaStream_t stream) {
   if (m == 0 || (!rows.segments && rows.n == 0)) return;
+  if (w_bf16) return launch_matmul_bf16(x, w, out, k, m, rows, workspace, stream);
   dim3 grid(blocks_for(m, kColsPerBlock), unsigned(rows.segments ? rows.groups : 1));
   // The layout only: results are the same. Grouped launches (MoE) give each expert few rows
   // in a round, so they stage only when the list is fill-sized.
   const bool staged = rows.n > (rows.segments ? kDirectListMax : kDirectRowsMax);
-  if (w_bf16 && staged)
-    matmul_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
-  else if (w_bf16)
-    matmul_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
-  else if (staged)
-    matmul_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+  const float* weights = static_cast<const float*>(w);
+  if (staged)
+    matmul_kernel<true><<<grid, kWarps * 32, 0, stream>>>(x, weights, out, k, m, rows);
   else
-    matmul_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(x, w, out, k, m, rows);
+    matmul_kernel<false><<<grid, kWarps * 32, 0, stream>>>(x, weights, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 
@@ -187,13 +170,25 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cuda::MatmulRows rows;
   rows.n = x.rows();
+  rows.x_rows = x.rows();
   const float* in = cuda::ptr<float>(x);
   const void* weight = w.data;
   const bool bf16 = w.dtype == DType::bf16;
   float* result = cuda::ptr<float>(out);
   const int64_t k = x.cols(), m = w.shape[0];
-  enqueue(cuda::launch_key("matmul", x, w, out), [=](void* stream) {
-    cuda::launch_matmul(in, weight, bf16, result, k, m, rows, static_cast<cudaStream_t>(stream));
+  if (relaxed_ && bf16) {
+    cuda::RelaxedMatmul* relaxed = relaxed_.get();
+    void* workspace = scratch(kMatmulScratch, cuda::RelaxedMatmul::workspace_bytes(rows.n, k));
+    const int64_t n = rows.n;
+    enqueue(cuda::launch_key("relaxed matmul", x, w, out, workspace), [=](void* stream) {
+      if (n > 0 && m > 0) relaxed->run(in, weight, result, n, k, m, workspace, static_cast<cudaStream_t>(stream));
+    });
+    return;
+  }
+  const size_t bytes = cuda::matmul_workspace_bytes(bf16, rows.x_rows, k);
+  void* workspace = bytes ? scratch(kMatmulScratch, bytes) : nullptr;
+  enqueue(cuda::launch_key("matmul", x, w, out, workspace), [=](void* stream) {
+    cuda::launch_matmul(in, weight, bf16, result, k, m, rows, workspace, static_cast<cudaStream_t>(stream));
   });
 }
 

@@ -16,11 +16,20 @@ struct MatmulRows {
   int64_t group_stride = 0;
   const int32_t* in_rows = nullptr;
   const int32_t* out_rows = nullptr;
+  int64_t x_rows = 0;          // the rows of x the launch may read (plain: n)
+  int64_t max_group_rows = 0;  // grouped: the most entries one group can have
 };
 
 // out[r][c] = dot(x[r], w[c]) for x f32 [*, k], w f32 or bf16 [m, k], out f32 [*, m].
-// Every output element is reduced in one order fixed by k alone (see cuda_matmul.cu).
+// Every output element is reduced in one order fixed by k alone: f32 weights on the CUDA
+// cores (cuda_matmul.cu), bf16 weights on the tensor cores (cuda_matmul_bf16.cu), which need
+// `workspace` of matmul_workspace_bytes (the split activations); f32 launches need none.
 void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   cudaStream_t stream);
+                   void* workspace, cudaStream_t stream);
+size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
+
+size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k);
+void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                        void* workspace, cudaStream_t stream);
 
 }  // namespace lockstep::cuda

@@ -3,6 +3,8 @@
 // one grouped launch (reading only the experts some token chose), and each row then sums its
 // experts' outputs in its own rank order. The matmul is row-invariant, so a row's result does
 // not depend on who else chose its experts.
+#include <algorithm>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_matmul.cuh"
@@ -69,6 +71,63 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
   }
 }
 
+// The common routing (no expert groups) with a warp per token: lane l holds experts l, l + 32,
+// ...; each of the k picks is a warp-wide argmax (ties to the lower expert), so the choice,
+// the weights and their order equal moe_route_kernel's.
+template <int kPerLane>
+__global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
+                                      int experts, int k, int32_t* ids, float* weights) {
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= n) return;  // whole warps leave together
+  const float* row = logits + r * experts;
+  float score[kPerLane], choice[kPerLane];
+  bool open[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + 32 * i;
+    open[i] = e < experts;
+    score[i] = open[i] ? 1.0f / (1.0f + expf(-row[e])) : 0.0f;
+    choice[i] = open[i] ? score[i] + bias[e] : 0.0f;
+    if (choice[i] != choice[i]) choice[i] = -INFINITY;  // NaN never beats a number
+  }
+  constexpr int kNone = 0x7fffffff;
+  float sum = 0.0f, picked[32];
+  int32_t picked_id[32];
+  for (int j = 0; j < k; ++j) {
+    float best = -INFINITY, best_score = 0.0f;
+    int best_e = kNone;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (open[i] && (best_e == kNone || choice[i] > best)) best = choice[i], best_score = score[i], best_e = e;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const float other_score = __shfl_xor_sync(0xffffffffu, best_score, offset);
+      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
+      const bool wins = other_e != kNone &&
+                        (best_e == kNone || other > best || (other == best && other_e < best_e));
+      if (wins) best = other, best_score = other_score, best_e = other_e;
+    }
+    if (best_e != kNone && best_e % 32 == lane) {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i)
+        if (lane + 32 * i == best_e) open[i] = false;
+    }
+    picked[j] = best_score;
+    picked_id[j] = best_e;
+    sum += best_score;
+  }
+  if (lane != 0) return;
+  for (int j = 0; j < k; ++j) {
+    float w = picked[j];
+    if (routing.normalize) w /= sum + 1e-20f;
+    ids[r * k + j] = picked_id[j];
+    weights[r * k + j] = w * routing.scale;
+  }
+}
+
 // Lists the slots (row * k + rank) expert by expert, in slot order within an expert:
 // segments[e] .. segments[e + 1] are expert e's entries; slot_of[i] and row_of[i] the slot
 // and token row of entry i. One block; thread e walks all slots for expert e.
@@ -120,11 +179,25 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
   const int64_t n = logits.rows();
   const int experts = int(logits.cols());
   cuda::require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe_route: over 512 experts or 64 groups");
+  const int k = int(ids.cols());
+  cuda::require(k <= 32, "moe_route: over 32 experts per token");
   if (n == 0) return;
-  enqueue(cuda::launch_key("moe_route_kernel", logits, bias, routing, ids, weights), [=](void* stream) {
-    moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(logits), ptr<float>(bias), routing, n, experts, int(ids.cols()), ptr<int32_t>(ids),
-        ptr<float>(weights));
+  enqueue(cuda::launch_key("moe_route_kernel", logits, bias, routing, ids, weights), [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    const float* in = ptr<float>(logits);
+    const float* correction = ptr<float>(bias);
+    int32_t* out_ids = ptr<int32_t>(ids);
+    float* out_weights = ptr<float>(weights);
+    const unsigned warp_blocks = cuda::blocks_for(n * 32, 128);
+    if (routing.topk_groups < routing.groups)
+      moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
+                                                                     out_weights);
+    else if (experts <= 128)
+      moe_route_warp_kernel<4><<<warp_blocks, 128, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
+                                                                  out_weights);
+    else
+      moe_route_warp_kernel<16><<<warp_blocks, 128, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
+                                                                   out_weights);
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -141,13 +214,17 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   auto* row_of = static_cast<int32_t*>(scratch(2, size_t(slots) * 4));
   auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));  // [slots, inner], list order
   auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));     // [slots, d], slot order
+  const size_t split_bytes = std::max(cuda::matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
+                                      cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slots, inner));
+  void* workspace = split_bytes ? scratch(kMatmulScratch, split_bytes) : nullptr;
   const int32_t* id = ptr<int32_t>(ids);
   const float *in = ptr<float>(x), *weight = ptr<float>(weights);
   float* result = ptr<float>(out);
   const void *up_w = up.data, *down_w = down.data;
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
   const uint64_t key =
-      cuda::launch_key("moe_experts", x, ids, weights, up, down, out, segments, slot_of, row_of, hidden, results);
+      cuda::launch_key("moe_experts", x, ids, weights, up, down, out, segments, slot_of, row_of, hidden, results,
+                       workspace);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     moe_list_kernel<<<1, 256, 0, stream>>>(id, slots, int(k), int(experts), segments, slot_of, row_of);
@@ -157,13 +234,16 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     rows.segments = segments;
     rows.groups = experts;
     rows.group_stride = inner * d;
+    rows.max_group_rows = n;  // a token picks an expert once
+    rows.x_rows = n;
     rows.in_rows = row_of;  // up: token rows in, list order out
-    cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, stream);
+    cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, stream);
     cuda::launch_relu_squared(hidden, hidden, slots * inner, stream);
     rows.group_stride = d * inner;
+    rows.x_rows = slots;
     rows.in_rows = nullptr;  // down: list order in, slots out
     rows.out_rows = slot_of;
-    cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, stream);
+    cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, stream);
     moe_combine_kernel<<<cuda::blocks_for(n * d, 256), 256, 0, stream>>>(results, weight, n, d, int(k), result);
     LOCKSTEP_LAUNCHED();
   });

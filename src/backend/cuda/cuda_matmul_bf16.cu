@@ -1,0 +1,219 @@
+// The tensor-core matmul for bf16 weights: f32 activations, f32 sums, any row count.
+//
+// The activations are split first: x = hi + lo, two bf16 values each (hi rounds x, lo rounds
+// the rest), so x keeps 16 significant bits and the product keeps about the accuracy of an f32
+// one; each weight tile is multiplied by both with mma.sync (m16n8k16, f32 accumulate).
+//
+// The arithmetic of out[r][c] is fixed by k alone:
+//   - k is read in blocks of 32 (zero-padded at the end), and the blocks are cut into
+//     `splits(k)` runs of consecutive blocks;
+//   - a run's partial sum starts at zero and adds, block after block, four mma steps: the
+//     block's first half against hi, then against lo, then its second half likewise. Within a
+//     block, lane t of a warp brings the 8 positions 8t .. 8t+7: the first four to the first
+//     half's mma, the last four to the second's (a fixed permutation of k inside the mma);
+//   - out = ((p0 + p1) + p2) + ... over the runs in order.
+// A tensor core computes each output of an mma from its own row and column alone, so none of
+// this depends on the number of rows, on where a row sits, or on the launch's layout: a row's
+// result is bit-identical in any round, and a fill chunk's rows equal the same rows decoded.
+//
+// Layout: a block owns 16 output columns; its warps are the runs, one each, so the weights are
+// read once per row group and the runs' partials meet in shared memory. Row groups are 8, 16 or
+// 64 rows (by the launch's row count: layout only), and a launch of many rows gives each block
+// a few row groups in turn, so the block's weights come from L1/L2 after the first.
+#include "backend/cuda/cuda_matmul.cuh"
+
+namespace lockstep::cuda {
+
+namespace {
+
+constexpr int kBlockK = 32;
+constexpr int kMaxRuns = 8;
+constexpr int kMinBlocksPerRun = 4;
+constexpr int kTileCols = 16;
+constexpr int kRowGroupsPerBlock = 4;  // plain launches: row groups one block computes in turn
+
+// How k is cut: `blocks` blocks of 32, runs of `per_run` blocks (the last may be shorter).
+struct Runs {
+  int blocks, per_run, count;
+};
+
+__host__ __device__ inline Runs k_runs(int64_t k) {
+  const int blocks = int((k + kBlockK - 1) / kBlockK);
+  int per_run = (blocks + kMaxRuns - 1) / kMaxRuns;
+  per_run = per_run < kMinBlocksPerRun ? kMinBlocksPerRun : per_run;
+  return {blocks, per_run, (blocks + per_run - 1) / per_run};
+}
+
+int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
+
+// hi[r][c] = bf16(x[r][c]), lo[r][c] = bf16(x[r][c] - hi[r][c]); zero for k <= c < kpad.
+__global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
+                             __nv_bfloat16* lo) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * kpad) return;
+  const int64_t r = i / kpad, c = i % kpad;
+  const float v = c < k ? x[r * k + c] : 0.0f;
+  const __nv_bfloat16 h = __float2bfloat16_rn(v);
+  hi[i] = h;
+  lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+}
+
+// Eight weights from position `at` of a row; positions at or past k read as zero.
+__device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k, bool vector_ok) {
+  if (vector_ok && at + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(row + at));
+  uint32_t word[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned short a = at + 2 * i < k ? __bfloat16_as_ushort(row[at + 2 * i]) : 0;
+    const unsigned short b = at + 2 * i + 1 < k ? __bfloat16_as_ushort(row[at + 2 * i + 1]) : 0;
+    word[i] = uint32_t(a) | (uint32_t(b) << 16);
+  }
+  return make_uint4(word[0], word[1], word[2], word[3]);
+}
+
+// d += a * b over one m16n8k16 step (bf16 in, f32 accumulate).
+__device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                           uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
+// g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
+template <int kTiles>
+__global__ void __launch_bounds__(kMaxRuns * 32, 2)
+    matmul_bf16_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
+                       const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
+                       MatmulRows rows) {
+  constexpr int kGroupRows = kTiles * 8;
+  __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
+  const Runs runs = k_runs(k);
+  const int64_t kpad = int64_t(runs.blocks) * kBlockK;
+  const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+  int64_t first, last;
+  const __nv_bfloat16* w_group = w;
+  if (rows.segments) {
+    first = rows.segments[blockIdx.y];
+    last = rows.segments[blockIdx.y + 1];
+    w_group += size_t(blockIdx.y) * size_t(rows.group_stride);
+  } else {
+    first = int64_t(blockIdx.y) * kRowGroupsPerBlock * kGroupRows;
+    last = min64(rows.n, first + int64_t(kRowGroupsPerBlock) * kGroupRows);
+  }
+  if (first >= last) return;  // the whole block leaves together
+
+  const int64_t col0 = int64_t(blockIdx.x) * kTileCols;
+  const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
+  const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
+  const bool vector_ok = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
+  const int b_begin = run * runs.per_run;
+  const int b_end = min(runs.blocks, b_begin + runs.per_run);
+
+  for (int64_t group = first; group < last; group += kGroupRows) {
+    const int group_rows = int(min64(kGroupRows, last - group));
+    const int tiles = (group_rows + 7) / 8;
+    // This lane's x row in each tile (the last row stands in for rows past the end).
+    uint32_t x_row[kTiles];  // element offsets: the split buffers hold under 2^32 elements
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int64_t entry = group + min(8 * j + g, group_rows - 1);
+      x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * kpad);
+    }
+    float acc[kTiles][4];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    for (int b = b_begin; b < b_end; b += 4) {
+      // Up to four blocks' weights in flight before their products.
+      uint4 wa[4], wb[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t at = int64_t(b + u) * kBlockK + t * 8;
+        wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
+        if (b + u < b_end) {
+          wa[u] = load_w8(w_a, at, k, vector_ok);
+          wb[u] = load_w8(w_b, at, k, vector_ok);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (b + u >= b_end) break;
+        const int64_t at = int64_t(b + u) * kBlockK + t * 8;
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+          if (j >= tiles) break;
+          const uint4 h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
+          const uint4 l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
+          mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, h.x, h.y);
+          mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, l.x, l.y);
+          mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, h.z, h.w);
+          mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, l.z, l.w);
+        }
+      }
+    }
+    // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      if (j >= tiles) break;
+      partial[run][g][8 * j + 2 * t] = acc[j][0];
+      partial[run][g][8 * j + 2 * t + 1] = acc[j][1];
+      partial[run][g + 8][8 * j + 2 * t] = acc[j][2];
+      partial[run][g + 8][8 * j + 2 * t + 1] = acc[j][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kTileCols * group_rows; i += blockDim.x) {
+      const int c = i / group_rows, r = i % group_rows;
+      const int64_t col = col0 + c;
+      if (col >= m) continue;
+      float total = partial[0][c][r];
+      for (int s = 1; s < runs.count; ++s) total += partial[s][c][r];
+      const int64_t entry = group + r;
+      out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = total;
+    }
+    __syncthreads();  // the partials are read before the next group writes them
+  }
+}
+
+template <int kTiles>
+void launch_tiles(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out, int64_t k,
+                  int64_t m, const MatmulRows& rows, cudaStream_t stream) {
+  const int64_t group_rows = kTiles * 8;
+  const unsigned y = rows.segments
+                         ? unsigned(rows.groups)
+                         : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
+  dim3 grid(blocks_for(m, kTileCols), y);
+  matmul_bf16_kernel<kTiles><<<grid, k_runs(k).count * 32, 0, stream>>>(hi, lo, w, out, k, m, rows);
+  LOCKSTEP_LAUNCHED();
+}
+
+}  // namespace
+
+size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
+  return size_t(2) * size_t(x_rows) * size_t(padded_k(k)) * sizeof(__nv_bfloat16);
+}
+
+void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                        void* workspace, cudaStream_t stream) {
+  const int64_t kpad = padded_k(k);
+  require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
+  auto* hi = static_cast<__nv_bfloat16*>(workspace);
+  __nv_bfloat16* lo = hi + rows.x_rows * kpad;
+  split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
+  LOCKSTEP_LAUNCHED();
+  // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
+  // each token row picks an expert once).
+  const int64_t widest = rows.segments ? rows.max_group_rows : rows.n;
+  const auto* weights = static_cast<const __nv_bfloat16*>(w);
+  if (widest <= 8)
+    launch_tiles<1>(hi, lo, weights, out, k, m, rows, stream);
+  else if (widest <= 16)
+    launch_tiles<2>(hi, lo, weights, out, k, m, rows, stream);
+  else
+    launch_tiles<8>(hi, lo, weights, out, k, m, rows, stream);
+}
+
+}  // namespace lockstep::cuda
