@@ -12,7 +12,8 @@ namespace lockstep::cuda {
 struct MatmulRows {
   int64_t n = 0;                      // plain: the row count; grouped: the list's length
   const int32_t* segments = nullptr;  // grouped: [groups + 1] entry offsets, on the device
-  int64_t groups = 1;
+  int64_t groups = 1;                 // grouped: block rows launched, one group each
+  const int32_t* group_ids = nullptr; // grouped: block row y computes group group_ids[y] (none if < 0), else y
   int64_t group_stride = 0;
   const int32_t* in_rows = nullptr;
   const int32_t* out_rows = nullptr;

@@ -58,6 +58,30 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
 }
 
+// hi and lo (as split_kernel makes them) of x_row[at .. at + 8), packed two to a word.
+__device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& hi, uint4& lo) {
+  float v[8];
+  if (k % 8 == 0 && at + 8 <= k) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(x_row + at));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(x_row + at) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = at + i < k ? x_row[at + i] : 0.0f;
+  }
+  uint32_t h[4], l[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat16 h0 = __float2bfloat16_rn(v[2 * i]), h1 = __float2bfloat16_rn(v[2 * i + 1]);
+    const __nv_bfloat16 l0 = __float2bfloat16_rn(v[2 * i] - __bfloat162float(h0));
+    const __nv_bfloat16 l1 = __float2bfloat16_rn(v[2 * i + 1] - __bfloat162float(h1));
+    h[i] = uint32_t(__bfloat16_as_ushort(h0)) | (uint32_t(__bfloat16_as_ushort(h1)) << 16);
+    l[i] = uint32_t(__bfloat16_as_ushort(l0)) | (uint32_t(__bfloat16_as_ushort(l1)) << 16);
+  }
+  hi = make_uint4(h[0], h[1], h[2], h[3]);
+  lo = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
 // Eight weights from position `at` of a row; positions at or past k read as zero.
 __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k, bool vector_ok) {
   if (vector_ok && at + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(row + at));
@@ -83,11 +107,13 @@ __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
 
 // kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
 // g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
-template <int kTiles>
+// kDirect: the lanes split their own x values from `x` (narrow launches, which then need no
+// split pass); else they read the split pass's hi and lo. Both give the same hi and lo.
+template <int kTiles, bool kDirect>
 __global__ void __launch_bounds__(kMaxRuns * 32, 2)
-    matmul_bf16_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
-                       const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
-                       MatmulRows rows) {
+    matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ x_hi,
+                       const __nv_bfloat16* __restrict__ x_lo, const __nv_bfloat16* __restrict__ w,
+                       float* __restrict__ out, int64_t k, int64_t m, MatmulRows rows) {
   constexpr int kGroupRows = kTiles * 8;
   __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
   const Runs runs = k_runs(k);
@@ -97,9 +123,11 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   int64_t first, last;
   const __nv_bfloat16* w_group = w;
   if (rows.segments) {
-    first = rows.segments[blockIdx.y];
-    last = rows.segments[blockIdx.y + 1];
-    w_group += size_t(blockIdx.y) * size_t(rows.group_stride);
+    const int64_t group = rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
+    if (group < 0) return;  // the whole block leaves together
+    first = rows.segments[group];
+    last = rows.segments[group + 1];
+    w_group += size_t(group) * size_t(rows.group_stride);
   } else {
     first = int64_t(blockIdx.y) * kRowGroupsPerBlock * kGroupRows;
     last = min64(rows.n, first + int64_t(kRowGroupsPerBlock) * kGroupRows);
@@ -121,7 +149,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
       const int64_t entry = group + min(8 * j + g, group_rows - 1);
-      x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * kpad);
+      x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * (kDirect ? k : kpad));
     }
     float acc[kTiles][4];
 #pragma unroll
@@ -146,8 +174,13 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
           if (j >= tiles) break;
-          const uint4 h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
-          const uint4 l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
+          uint4 h, l;
+          if constexpr (kDirect) {
+            split8(x + x_row[j], at, k, h, l);
+          } else {
+            h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
+            l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
+          }
           mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, h.x, h.y);
           mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, l.x, l.y);
           mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, h.z, h.w);
@@ -178,15 +211,15 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   }
 }
 
-template <int kTiles>
-void launch_tiles(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out, int64_t k,
-                  int64_t m, const MatmulRows& rows, cudaStream_t stream) {
+template <int kTiles, bool kDirect>
+void launch_tiles(const float* x, const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w,
+                  float* out, int64_t k, int64_t m, const MatmulRows& rows, cudaStream_t stream) {
   const int64_t group_rows = kTiles * 8;
   const unsigned y = rows.segments
                          ? unsigned(rows.groups)
                          : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
   dim3 grid(blocks_for(m, kTileCols), y);
-  matmul_bf16_kernel<kTiles><<<grid, k_runs(k).count * 32, 0, stream>>>(hi, lo, w, out, k, m, rows);
+  matmul_bf16_kernel<kTiles, kDirect><<<grid, k_runs(k).count * 32, 0, stream>>>(x, hi, lo, w, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 
@@ -198,22 +231,21 @@ size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
 
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, cudaStream_t stream) {
+  const auto* weights = static_cast<const __nv_bfloat16*>(w);
+  // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
+  // each token row picks an expert once).
+  const int64_t widest = rows.segments ? rows.max_group_rows : rows.n;
+  // Narrow launches split x in the kernel: one launch fewer, and their few rows are read by
+  // many warps anyway.
+  if (widest <= 8) return launch_tiles<1, true>(x, nullptr, nullptr, weights, out, k, m, rows, stream);
+  if (widest <= 16) return launch_tiles<2, true>(x, nullptr, nullptr, weights, out, k, m, rows, stream);
   const int64_t kpad = padded_k(k);
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
   split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
   LOCKSTEP_LAUNCHED();
-  // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
-  // each token row picks an expert once).
-  const int64_t widest = rows.segments ? rows.max_group_rows : rows.n;
-  const auto* weights = static_cast<const __nv_bfloat16*>(w);
-  if (widest <= 8)
-    launch_tiles<1>(hi, lo, weights, out, k, m, rows, stream);
-  else if (widest <= 16)
-    launch_tiles<2>(hi, lo, weights, out, k, m, rows, stream);
-  else
-    launch_tiles<8>(hi, lo, weights, out, k, m, rows, stream);
+  launch_tiles<8, false>(x, hi, lo, weights, out, k, m, rows, stream);
 }
 
 }  // namespace lockstep::cuda

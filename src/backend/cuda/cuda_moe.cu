@@ -130,9 +130,11 @@ __global__ void moe_route_warp_kernel(const float* logits, const float* bias, Mo
 
 // Lists the slots (row * k + rank) expert by expert, in slot order within an expert:
 // segments[e] .. segments[e + 1] are expert e's entries; slot_of[i] and row_of[i] the slot
-// and token row of entry i. One block; thread e walks all slots for expert e.
-__global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int32_t* segments,
-                                int32_t* slot_of, int32_t* row_of) {
+// and token row of entry i. active[0 ..) lists the experts with entries in expert order, then
+// -1 up to `launched` entries, so the expert matmuls launch one block row per possible expert
+// rather than per expert. One block; thread e walks all slots for expert e.
+__global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int launched,
+                                int32_t* segments, int32_t* active, int32_t* slot_of, int32_t* row_of) {
   __shared__ int32_t counts[kMaxExperts + 1];
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     int32_t count = 0;
@@ -141,14 +143,16 @@ __global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int ex
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int32_t total = 0;
+    int32_t total = 0, used = 0;
     for (int e = 0; e < experts; ++e) {
       int32_t count = counts[e];
+      if (count > 0 && used < launched) active[used++] = e;
       counts[e] = total;
       segments[e] = total;
       total += count;
     }
     segments[experts] = total;
+    for (int i = used; i < launched; ++i) active[i] = -1;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
@@ -209,7 +213,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
   if (n == 0) return;
   const int64_t slots = n * k;
-  auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1) * 4));
+  // At most n * k experts have entries: the launches cover that many, not every expert.
+  const int64_t launched = std::min(experts, slots);
+  auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1 + launched) * 4));
+  int32_t* active = segments + experts + 1;
   auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(slots) * 4));
   auto* row_of = static_cast<int32_t*>(scratch(2, size_t(slots) * 4));
   auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));  // [slots, inner], list order
@@ -227,12 +234,14 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                        workspace);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    moe_list_kernel<<<1, 256, 0, stream>>>(id, slots, int(k), int(experts), segments, slot_of, row_of);
+    moe_list_kernel<<<1, 256, 0, stream>>>(id, slots, int(k), int(experts), int(launched), segments, active, slot_of,
+                                           row_of);
     LOCKSTEP_LAUNCHED();
     cuda::MatmulRows rows;
     rows.n = slots;
     rows.segments = segments;
-    rows.groups = experts;
+    rows.group_ids = active;
+    rows.groups = launched;
     rows.group_stride = inner * d;
     rows.max_group_rows = n;  // a token picks an expert once
     rows.x_rows = n;

@@ -92,7 +92,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       break;
     case LayerKind::moe: {
       MoeWeights& moe = layer.moe;
-      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::vector);
+      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::matrix);
       load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
       std::vector<std::string> ups, downs;
       for (int64_t e = 0; e < c.experts; ++e) {
