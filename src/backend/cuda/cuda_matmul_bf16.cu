@@ -1,12 +1,14 @@
 // The tensor-core matmul for bf16 weights: f32 activations, f32 sums, any row count.
 //
-// The activations are split first: x = hi + lo, two bf16 values each (hi rounds x, lo rounds
-// the rest), so x keeps 16 significant bits and the product keeps about the accuracy of an f32
-// one; each weight tile is multiplied by both with mma.sync (m16n8k16, f32 accumulate).
+// The activations are split: x = hi + lo, two bf16 values each (hi rounds x, lo rounds the
+// rest), so x keeps 16 significant bits and the product keeps about the accuracy of an f32
+// one; each weight tile is multiplied by both with mma.sync (m16n8k16, f32 accumulate). Wide
+// launches split x in a pass of their own; narrow ones (16 rows or fewer) in the kernel, with
+// the same values.
 //
 // The arithmetic of out[r][c] is fixed by k alone:
 //   - k is read in blocks of 32 (zero-padded at the end), and the blocks are cut into
-//     `splits(k)` runs of consecutive blocks;
+//     `k_runs(k)` runs of consecutive blocks (at most 8);
 //   - a run's partial sum starts at zero and adds, block after block, four mma steps: the
 //     block's first half against hi, then against lo, then its second half likewise. Within a
 //     block, lane t of a warp brings the 8 positions 8t .. 8t+7: the first four to the first
