@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
                   int64_t m, MatmulRows rows) {
   __shared__ __align__(16) float xs[kStaged ? kRowTile : 1][kStaged ? kSpan : 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t group = rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
+  const int64_t group = launched_group(rows);
   if (group < 0) return;  // the whole block leaves together
   int64_t first = 0, last = rows.n;
   if (rows.segments) first = rows.segments[group], last = rows.segments[group + 1];

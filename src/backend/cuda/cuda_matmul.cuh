@@ -21,6 +21,12 @@ struct MatmulRows {
   int64_t max_group_rows = 0;  // grouped: the most entries one group can have
 };
 
+// The group block row y of a grouped launch computes: group_ids[y] (negative: none), or y.
+// (Both sides are int64_t: a plain `?:` of int32_t and blockIdx.y's unsigned makes -1 huge.)
+__device__ inline int64_t launched_group(const MatmulRows& rows) {
+  return rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
+}
+
 // out[r][c] = dot(x[r], w[c]) for x f32 [*, k], w f32 or bf16 [m, k], out f32 [*, m].
 // Every output element is reduced in one order fixed by k alone: f32 weights on the CUDA
 // cores (cuda_matmul.cu), bf16 weights on the tensor cores (cuda_matmul_bf16.cu), which need

@@ -48,16 +48,20 @@ __host__ __device__ inline Runs k_runs(int64_t k) {
 
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
 
-// hi[r][c] = bf16(x[r][c]), lo[r][c] = bf16(x[r][c] - hi[r][c]); zero for k <= c < kpad.
+// The split of one value: hi = bf16(v), lo = bf16(v - hi). The split pass and the in-kernel
+// split both use this, so they give the same bits.
+__device__ inline void split(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
+  hi = __float2bfloat16_rn(v);
+  lo = __float2bfloat16_rn(v - __bfloat162float(hi));
+}
+
+// hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad.
 __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
                              __nv_bfloat16* lo) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
-  const float v = c < k ? x[r * k + c] : 0.0f;
-  const __nv_bfloat16 h = __float2bfloat16_rn(v);
-  hi[i] = h;
-  lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+  split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
 }
 
 // hi and lo (as split_kernel makes them) of x_row[at .. at + 8), packed two to a word.
@@ -74,9 +78,9 @@ __device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& 
   uint32_t h[4], l[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat16 h0 = __float2bfloat16_rn(v[2 * i]), h1 = __float2bfloat16_rn(v[2 * i + 1]);
-    const __nv_bfloat16 l0 = __float2bfloat16_rn(v[2 * i] - __bfloat162float(h0));
-    const __nv_bfloat16 l1 = __float2bfloat16_rn(v[2 * i + 1] - __bfloat162float(h1));
+    __nv_bfloat16 h0, h1, l0, l1;
+    split(v[2 * i], h0, l0);
+    split(v[2 * i + 1], h1, l1);
     h[i] = uint32_t(__bfloat16_as_ushort(h0)) | (uint32_t(__bfloat16_as_ushort(h1)) << 16);
     l[i] = uint32_t(__bfloat16_as_ushort(l0)) | (uint32_t(__bfloat16_as_ushort(l1)) << 16);
   }
@@ -125,7 +129,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   int64_t first, last;
   const __nv_bfloat16* w_group = w;
   if (rows.segments) {
-    const int64_t group = rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
+    const int64_t group = launched_group(rows);
     if (group < 0) return;  // the whole block leaves together
     first = rows.segments[group];
     last = rows.segments[group + 1];
