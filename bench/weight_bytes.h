@@ -83,6 +83,9 @@ class WeightBytes final : public Backend {
   void argmax(const Tensor& x, const Tensor& ids) override {
     timed("argmax", [&] { inner_.argmax(x, ids); });
   }
+  void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override {
+    timed("sample", [&] { inner_.sample(logits, rows, ids); });
+  }
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override {
     timed("top_k", [&] { inner_.top_k(x, values, ids); });
   }

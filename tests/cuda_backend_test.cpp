@@ -156,6 +156,52 @@ TEST_F(CudaVsCpu, SelectionGatherAndEmbed) {
   }
 }
 
+// The GPU sampler against the host Sampler, id for id: rows with ties, NaN and -inf, an all
+// -inf row, a +inf row and a peaked row, under each filter alone and together, at several
+// positions and seeds. Each row is then sampled alone, and its id must not change.
+TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
+  const int64_t n = 6, vocab = 50021;
+  std::vector<float> host(size_t(n * vocab));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < vocab; ++i) {
+      float v = normal(rng);
+      if (r == 1) v = std::round(v * 2.0f) / 2.0f;  // many ties
+      if (r == 1 && i % 97 == 0) v = i % 2 ? -INFINITY : NAN;
+      if (r == 2) v = -INFINITY;
+      if (r == 3 && (i == 17 || i == 40000)) v = INFINITY;
+      if (r == 4 && i == 12345) v = 25.0f;
+      host[size_t(r * vocab + i)] = v;
+    }
+  }
+  Pair logits = make(DType::f32, {n, vocab}, host.data());
+  const std::vector<SamplingParams> settings = {
+      {0.0f},           {1.0f},         {0.7f, 40},      {1.0f, 0, 0.9f},          {1.3f, 0, 1.0f, 0.05f},
+      {0.8f, 50, 0.95f, 0.02f}, {5.0f, 0, 0.5f}, {0.05f}, {1.0f, 1}, {1.0f, 0, 1e-40f}, {1.0f, 0, 1.0f, 1.0f},
+      {100.0f, 3}};
+  for (SamplingParams params : settings) {
+    for (uint64_t seed : {uint64_t(1), (uint64_t(1) << 40) + 5}) {
+      for (int64_t position : {int64_t(0), int64_t(7), int64_t(1234567890123)}) {
+        params.seed = seed;
+        std::vector<SampleRow> rows;
+        for (int64_t r = 0; r < n; ++r) rows.push_back({params, position + r});
+        Pair ids = output(DType::i32, {n});
+        cpu.sample(logits.cpu, rows, ids.cpu);
+        gpu->sample(logits.gpu, rows, ids.gpu);
+        expect_equal_ids(ids, "sample");
+        std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
+        gpu->download(together.data(), ids.gpu);
+        for (int64_t r = 0; r < n; ++r) {
+          Pair one = output(DType::i32, {1});
+          gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
+          gpu->download(alone.data(), one.gpu);
+          EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
   const int64_t heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, pages = 40, max_pages = 20;
   const int64_t n = 6;

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <string_view>
 
+#include "sampling/sampler.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -89,6 +91,13 @@ struct MoeRouting {
   float scale = 1.0f;        // then multiply by this
 };
 
+// How to pick the token of one logit row: the request's settings and the position of the token
+// being chosen (the draw's key).
+struct SampleRow {
+  SamplingParams params;
+  int64_t position = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -128,6 +137,10 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& out) = 0;
   // ids[r] = the index of row r's largest value; ties to the lowest index, NaN never wins.
   virtual void argmax(const Tensor& x, const Tensor& ids) = 0;
+  // ids[r] = the token Sampler::sample picks from logits row r with rows[r] (greedy rows: the
+  // argmax), so only ids need leave the backend. logits f32 [n, vocab]; ids i32 [n]; rows: n
+  // entries, each passing validate().
+  virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) = 0;
   // The k largest values of each row, largest first, ties to the lowest index.
   // x f32 [rows, d]; values f32 [rows, k]; ids i32 [rows, k].
   virtual void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) = 0;

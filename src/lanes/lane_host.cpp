@@ -13,8 +13,7 @@ void StreamHandle::cancel() const {
 LaneHost::LaneHost(Model& model, LaneSettings settings)
     : model_(model),
       settings_(settings),
-      memory_(model.info().kv_pages, model.info().page_size, model.info().state_slots),
-      sampler_(int(model.info().vocab_size)) {
+      memory_(model.info().kv_pages, model.info().page_size, model.info().state_slots) {
   stats_.unreserved_pages = memory_.unreserved_pages();
   stats_.free_slots = memory_.free_slots();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, model.info().max_rows));

@@ -141,24 +141,23 @@ class LaneHost {
   void admit();
   void fill_step(Stream& stream);
   void round();
-  // Takes the ids of a pass's logit rows: greedy streams (without logprobs) from the backend's
-  // argmax, so only their ids leave the device; the others from the sampler on the rows' logits,
-  // which are downloaded for them alone. Which path a row takes depends only on its own request.
+  // Takes the ids of a pass's logit rows from the backend's sampler, so only ids leave the
+  // device; a row's logits are downloaded only when its stream asked for logprobs.
   void accept_rows(const Tensor& logits, const std::vector<Stream*>& streams);
-  // Reports the token at the stream's next position (`chosen`, or sampled from `logits` when
-  // chosen < 0) and ends the stream if it is done. Returns false when the stream ended.
-  bool accept_token(Stream& stream, const float* logits, int32_t chosen = -1);
+  // Reports `id` as the token at the stream's next position (with its logprobs, from `logits`,
+  // when asked) and ends the stream if it is done. Returns false when the stream ended.
+  bool accept_token(Stream& stream, int32_t id, const float* logits);
   void end(Stream& stream, StreamEnd how);
   void fail_all(const std::string& error);
 
   Model& model_;
   LaneSettings settings_;
   StreamMemory memory_;
-  Sampler sampler_;
   ForwardBatch batch_;
-  std::vector<float> logits_;
+  std::vector<SampleRow> sample_rows_;
+  std::vector<float> logits_;  // one row: the logits of a stream that asked for logprobs
   std::vector<Stream*> round_streams_;
-  OwnedTensor chosen_ids_;            // i32 [max_rows] on the backend: the argmax of each logit row
+  OwnedTensor chosen_ids_;            // i32 [max_rows] on the backend: the token each logit row picked
   std::vector<int32_t> chosen_host_;
   TokenLogprobs logprobs_;
 

@@ -66,44 +66,30 @@ void LaneHost::round() {
   accept_rows(*out, rows);
 }
 
-namespace {
-
-bool takes_argmax(const GenerateRequest& request) {
-  return request.sampling.temperature == 0.0f && request.top_logprobs < 0;
-}
-
-}  // namespace
-
 void LaneHost::accept_rows(const Tensor& logits, const std::vector<Stream*>& streams) {
   Backend& backend = model_.backend();
   const int64_t n = int64_t(streams.size()), vocab = model_.info().vocab_size;
-  size_t sampled = 0;
-  for (Stream* stream : streams) sampled += takes_argmax(stream->request) ? 0 : 1;
-  chosen_host_.assign(size_t(n), -1);
-  if (sampled < streams.size()) {
-    Tensor ids = chosen_ids_.view().first_dim_slice(0, n);
-    backend.argmax(logits, ids);
-    backend.download(chosen_host_.data(), ids);
-  }
-  if (sampled > 0) logits_.resize(size_t(n * vocab));
-  if (sampled == streams.size()) {
-    backend.download(logits_.data(), logits);
-  } else if (sampled > 0) {
-    for (int64_t i = 0; i < n; ++i)
-      if (!takes_argmax(streams[size_t(i)]->request))
-        backend.download(logits_.data() + i * vocab, logits.first_dim_slice(i, 1));
-  }
+  sample_rows_.clear();
+  for (Stream* stream : streams) sample_rows_.push_back({stream->request.sampling, int64_t(stream->tokens.size())});
+  Tensor ids = chosen_ids_.view().first_dim_slice(0, n);
+  backend.sample(logits, sample_rows_, ids);
+  chosen_host_.resize(size_t(n));
+  backend.download(chosen_host_.data(), ids);
   for (int64_t i = 0; i < n; ++i) {
     Stream& stream = *streams[size_t(i)];
-    const bool argmax = takes_argmax(stream.request);
-    accept_token(stream, argmax ? nullptr : logits_.data() + i * vocab, argmax ? chosen_host_[size_t(i)] : -1);
+    const float* row = nullptr;
+    if (stream.request.top_logprobs >= 0) {  // only these rows' logits leave the backend
+      logits_.resize(size_t(vocab));
+      backend.download(logits_.data(), logits.first_dim_slice(i, 1));
+      row = logits_.data();
+    }
+    accept_token(stream, chosen_host_[size_t(i)], row);
   }
 }
 
-bool LaneHost::accept_token(Stream& stream, const float* logits, int32_t chosen) {
+bool LaneHost::accept_token(Stream& stream, int32_t id, const float* logits) {
   const ModelInfo& info = model_.info();
   const int64_t position = int64_t(stream.tokens.size());
-  const int32_t id = chosen >= 0 ? chosen : sampler_.sample(logits, stream.request.sampling, position);
   stream.tokens.push_back(id);
   ++stream.generated;
   {

@@ -10,18 +10,16 @@
 #include <string>
 
 #include "base/philox.h"
+#include "sampling/draw_math.h"
 
 namespace lockstep {
 namespace {
 
-// Exact sums of up to 2^31 weights of at most 2^52, as Sampler::WideSum, and their products
-// with a 24-bit mantissa.
-using WideSum = unsigned __int128;
+using draw::kTopWeight;
+using draw::kZeroWeightExponent;
+using WideSum = draw::WideSum;
 
-constexpr uint64_t kTopWeight = uint64_t(1) << 52;
 constexpr double kMaxTemperature = 100.0;
-// Below this exponent exp() is under 2^-53, so the weight is 0; skips exp() for the long tail.
-constexpr double kZeroWeightExponent = -37.0;
 constexpr size_t kScanSize = 64;  // select_prefix sorts and scans ranges this small
 constexpr int kBuckets = 54;      // bit widths of weights in [1, 2^52]
 
@@ -29,25 +27,6 @@ std::string show(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);
   return text;
-}
-
-// floor(r * total / 2^53) exactly, for r < 2^53 and total < 2^83.
-WideSum scale_by_draw(uint64_t r, WideSum total) {
-  const WideSum high = total >> 53;
-  const WideSum low = total & ((WideSum(1) << 53) - 1);
-  return high * r + ((low * r) >> 53);
-}
-
-// ceil(fraction * total) exactly, for a float fraction in (0, 1] and total < 2^83.
-WideSum mass_threshold(float fraction, WideSum total) {
-  int exponent = 0;
-  const double mantissa_part = std::frexp(double(fraction), &exponent);  // [0.5, 1)
-  const WideSum mantissa = uint32_t(std::ldexp(mantissa_part, 24));     // exact, < 2^24
-  const int shift = 24 - exponent;  // fraction = mantissa / 2^shift, shift >= 23
-  const WideSum product = mantissa * total;
-  if (shift >= 128) return product != 0 ? 1 : 0;
-  const WideSum quotient = product >> shift;
-  return quotient + ((quotient << shift) != product ? 1 : 0);
 }
 
 }  // namespace
@@ -179,7 +158,7 @@ int32_t Sampler::sample(const float* logits, const SamplingParams& params, int64
   }
   WideSum kept_total = sum_of_first(kept);
   if (params.top_p < 1.0f) {
-    kept = select_prefix(kept, mass_threshold(params.top_p, kept_total));
+    kept = select_prefix(kept, draw::mass_threshold(std::bit_cast<uint32_t>(params.top_p), kept_total));
     kept_total = sum_of_first(kept);
   }
   if (params.min_p > 0.0f) {
@@ -194,7 +173,7 @@ int32_t Sampler::sample(const float* logits, const SamplingParams& params, int64
   const double draw = uniform_at(params.seed, uint64_t(position), kTokenStream);
   const auto r = uint64_t(draw * 0x1p53);  // exact: the draw is a multiple of 2^-53
   // The first token whose prefix sum exceeds the target, i.e. reaches target + 1.
-  const size_t n = select_prefix(kept, scale_by_draw(r, kept_total) + 1);
+  const size_t n = select_prefix(kept, draw::scale_by_draw(r, kept_total) + 1);
   return candidates_[n - 1].id;
 }
 

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <vector>
 
 #include "base/philox.h"
+#include "sampling/draw_math.h"
 
 namespace lockstep {
 namespace {
@@ -51,6 +53,32 @@ std::set<int> sampled_ids(const std::vector<float>& logits, const SamplingParams
     if (counts[id] > 0) ids.insert(int(id));
   }
   return ids;
+}
+
+uint32_t bits_of(float value) { return std::bit_cast<uint32_t>(value); }
+
+TEST(DrawMath, MassThresholdIsTheExactCeiling) {
+  using draw::WideSum;
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0.5f), 7)), 4u);
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0.25f), 8)), 2u);
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(1.0f), 123456789)), 123456789u);
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0.1f), 10)), 2u);  // 0.1f is a bit above 0.1
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0.1f), 0)), 0u);
+  const WideSum big = (WideSum(1) << 83) - 1;
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(1e-40f), big)), 1u);  // subnormal, product < 1
+  // A subnormal whose product passes 1: 2^-140 * 2^82 = 2^-58 still rounds up to 1; 2^-149 * 2^150
+  // does not fit, so check 0x1p-130f (normal) * 2^82 * 3 = 3 * 2^-48 -> 1.
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0x1p-130f), WideSum(3) << 82)), 1u);
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0x1p-20f), WideSum(3) << 40)), uint64_t(3) << 20);
+  EXPECT_EQ(uint64_t(draw::mass_threshold(bits_of(0x1p-20f), (WideSum(3) << 40) + 1)), (uint64_t(3) << 20) + 1);
+}
+
+TEST(DrawMath, ScaleByDrawIsTheExactFloor) {
+  using draw::WideSum;
+  EXPECT_EQ(uint64_t(draw::scale_by_draw(uint64_t(1) << 52, 10)), 5u);  // r / 2^53 = 1/2
+  EXPECT_EQ(uint64_t(draw::scale_by_draw((uint64_t(1) << 53) - 1, 1000)), 999u);
+  const WideSum total = (WideSum(5) << 80) + 3;
+  EXPECT_EQ(draw::scale_by_draw(uint64_t(1) << 51, total), total / 4);  // floor(total / 4)
 }
 
 TEST(ArgmaxRow, PicksTheLargestTiesToLowestAndIgnoresNaN) {

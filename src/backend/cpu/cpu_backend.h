@@ -38,6 +38,7 @@ class CpuBackend final : public Backend {
                  const Tensor& out) override;
   void softmax(const Tensor& x, const Tensor& out) override;
   void argmax(const Tensor& x, const Tensor& ids) override;
+  void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
@@ -63,6 +64,7 @@ class CpuBackend final : public Backend {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> moe_routed_;
   std::vector<float> route_score_, route_choice_, route_group_score_;
   std::vector<int32_t> route_best_;
+  std::unique_ptr<Sampler> sampler_;  // made for the vocab of the last sample() call
 };
 
 }  // namespace lockstep

@@ -1,6 +1,7 @@
 // The CPU backend's row-wise ops. Each parallel loop splits over rows (or elements); every
 // row is computed by the same code whatever the split.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -147,6 +148,14 @@ void CpuBackend::argmax(const Tensor& x, const Tensor& ids) {
     }
     ids.as<int32_t>()[r] = int32_t(best);
   }
+}
+
+void CpuBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
+  assert(int64_t(rows.size()) == logits.rows());
+  const int vocab = int(logits.cols());
+  if (!sampler_ || sampler_->vocab_size() != vocab) sampler_ = std::make_unique<Sampler>(vocab);
+  for (size_t r = 0; r < rows.size(); ++r)
+    ids.as<int32_t>()[r] = sampler_->sample(logits.as<float>() + int64_t(r) * vocab, rows[r].params, rows[r].position);
 }
 
 void CpuBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {

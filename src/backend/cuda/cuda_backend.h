@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override;
   void softmax(const Tensor& x, const Tensor& out) override;
   void argmax(const Tensor& x, const Tensor& ids) override;
+  void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
@@ -87,9 +88,12 @@ class CudaBackend final : public Backend {
   // Launches what is queued: as a graph where this pass was seen before.
   void flush();
   // Device scratch that grows to the largest request and stays: slots 0-4 the MoE lists and
-  // results, kMatmulScratch the activations the bf16 matmuls split.
+  // results, kMatmulScratch the activations the bf16 matmuls split, then the sampler's row
+  // settings and candidate lists.
   void* scratch(int slot, size_t bytes);
   static constexpr int kMatmulScratch = 5;
+  static constexpr int kSampleSettingsScratch = 6;
+  static constexpr int kSampleListsScratch = 7;
 
   void* stream_ = nullptr;  // cudaStream_t
   std::unique_ptr<cuda::RelaxedMatmul> relaxed_;

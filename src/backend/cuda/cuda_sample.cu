@@ -1,0 +1,281 @@
+// Token sampling on the GPU, so a round sends back ids, not logits: the host Sampler's rule
+// (sampling/sampler.h) with the same integer weights and draws, one block per logit row.
+//
+// The host Sampler orders candidates with partitions and selects; here each step is a radix
+// select over a 64-bit rank key (the logit's order bits, then the complement of the id, so
+// the larger key ranks first and ties go to the lower id). The keys are distinct and every sum
+// is an exact integer, so the result does not depend on the order threads add in: candidate
+// lists are compacted with atomics and the picked id is still a pure function of the row.
+// Weights use the device's double exp(), which may differ from the host's in the last bit; a
+// pick can differ from the host Sampler's only when a draw lands within a few units of 2^-52
+// of a boundary.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "base/philox.h"
+#include "sampling/draw_math.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kDigitBits = 8;
+constexpr int kBins = 1 << kDigitBits;
+using draw::WideSum;
+
+// One row's settings, flattened for the device.
+struct RowSettings {
+  double temperature;
+  uint64_t seed;
+  int64_t position;
+  uint32_t top_p_bits;
+  float min_p;
+  int32_t top_k;
+  int32_t unused;
+};
+
+struct Candidate {
+  uint64_t key;
+  uint64_t weight;  // fixed point, 2^52 for the top token
+};
+
+// Per-block shared state of the selects.
+struct Shared {
+  unsigned long long high[kBins];  // per digit: the sums of weight >> 32 (or counts)
+  unsigned long long low[kBins];   // and of weight & 0xffffffff
+  WideSum before;                  // the weight of the keys ranked above the chosen digit
+  unsigned long long best;         // a block-wide max or min key
+  int count;                       // compaction counter
+  int digit;
+};
+
+__device__ uint64_t rank_key(float logit, int32_t id) {
+  uint32_t bits = __float_as_uint(logit);
+  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return uint64_t(bits) << 32 | uint32_t(~uint32_t(id));
+}
+
+__device__ int32_t key_id(uint64_t key) { return int32_t(~uint32_t(key)); }
+
+// sampler.h step 1: the weight of one logit (NaN and -inf weigh 0).
+__device__ uint64_t weight_of(float logit, float max_logit, double temperature) {
+  if (max_logit == INFINITY) return logit == INFINITY ? draw::kTopWeight : 0;
+  if (!(logit > -INFINITY)) return 0;
+  const double exponent = (double(logit) - double(max_logit)) / temperature;
+  if (exponent < draw::kZeroWeightExponent) return 0;
+  return uint64_t(exp(exponent) * 0x1p52);  // scaling by 2^52 is exact
+}
+
+// Appends `c` to `list` where `keep`, one shared atomic per warp. Every lane of the warp calls it.
+__device__ void append(Candidate* list, int* count, bool keep, const Candidate& c) {
+  const unsigned lanes = __ballot_sync(0xffffffffu, keep);
+  if (lanes == 0) return;
+  const int lane = threadIdx.x % 32;
+  const int leader = __ffs(lanes) - 1;
+  int base = 0;
+  if (lane == leader) base = atomicAdd(count, __popc(lanes));
+  base = __shfl_sync(0xffffffffu, base, leader);
+  if (keep) list[base + __popc(lanes & ((1u << lane) - 1))] = c;
+}
+
+// Adds (high, low) to bin `digit` for the lanes where `active`. Lanes sharing a bin add their
+// warp sum once (the usual case: the candidates' top bits agree); after a few bins the rest
+// add alone. Every lane of the warp calls it.
+__device__ void bin_add(Shared& s, bool active, int digit, uint64_t high, uint64_t low) {
+  unsigned pending = __ballot_sync(0xffffffffu, active);
+  for (int round = 0; pending != 0 && round < 4; ++round) {
+    const int bin = __shfl_sync(0xffffffffu, digit, __ffs(pending) - 1);
+    const bool mine = active && digit == bin;
+    uint64_t sum_high = mine ? high : 0, sum_low = mine ? low : 0;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      sum_high += __shfl_xor_sync(0xffffffffu, sum_high, offset);
+      sum_low += __shfl_xor_sync(0xffffffffu, sum_low, offset);
+    }
+    if (int(threadIdx.x % 32) == __ffs(pending) - 1) {
+      atomicAdd(&s.high[bin], (unsigned long long)sum_high);
+      atomicAdd(&s.low[bin], (unsigned long long)sum_low);
+    }
+    pending &= ~__ballot_sync(0xffffffffu, mine);
+    active = active && !mine;
+  }
+  if (active) {
+    atomicAdd(&s.high[digit], (unsigned long long)high);
+    atomicAdd(&s.low[digit], (unsigned long long)low);
+  }
+}
+
+// The exact weight sum of the candidates with key >= floor_key. Every thread gets it.
+__device__ WideSum kept_sum(Shared& s, const Candidate* all, int n, uint64_t floor_key) {
+  if (threadIdx.x == 0) s.high[0] = s.low[0] = 0;
+  __syncthreads();
+  for (int base = 0; base < n; base += kThreads) {
+    const int i = base + int(threadIdx.x);
+    const bool in = i < n && all[i].key >= floor_key;
+    const uint64_t w = in ? all[i].weight : 0;
+    bin_add(s, in, 0, w >> 32, w & 0xffffffffu);
+  }
+  __syncthreads();
+  const WideSum sum = (WideSum(s.high[0]) << 32) + s.low[0];
+  __syncthreads();
+  return sum;
+}
+
+struct Picked {
+  uint64_t key;
+  WideSum prefix;  // the weight (or count) of the kept keys >= key
+};
+
+// Among the candidates with key >= floor_key, the highest-ranked prefix whose weight sum (the
+// count, by_count) reaches goal: returns its last key. Requires the kept sum >= goal > 0.
+// Digit by digit from the top, each pass keeps the candidates of the digit where the running
+// sum reaches goal, ping-ponging between work_a and work_b.
+__device__ Picked select(Shared& s, const Candidate* all, int n, uint64_t floor_key, WideSum goal, bool by_count,
+                         Candidate* work_a, Candidate* work_b) {
+  const Candidate* from = all;
+  Candidate* to = work_a;
+  if (threadIdx.x == 0) s.before = 0;
+  for (int shift = 64 - kDigitBits; shift >= 0; shift -= kDigitBits) {
+    for (int d = int(threadIdx.x); d < kBins; d += kThreads) s.high[d] = s.low[d] = 0;
+    __syncthreads();
+    for (int base = 0; base < n; base += kThreads) {
+      const int i = base + int(threadIdx.x);
+      const Candidate c = i < n ? from[i] : Candidate{0, 0};
+      const bool in = i < n && c.key >= floor_key;
+      bin_add(s, in, int(c.key >> shift) & (kBins - 1), by_count ? 0 : c.weight >> 32,
+              by_count ? 1 : c.weight & 0xffffffffu);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int d = kBins - 1;
+      for (;; --d) {
+        const WideSum bin = (WideSum(s.high[d]) << 32) + s.low[d];
+        if (s.before + bin >= goal || d == 0) break;
+        s.before += bin;
+      }
+      s.digit = d;
+      s.count = 0;
+    }
+    __syncthreads();
+    const int digit = s.digit;
+    for (int base = 0; base < n; base += kThreads) {
+      const int i = base + int(threadIdx.x);
+      const Candidate c = i < n ? from[i] : Candidate{0, 0};
+      append(to, &s.count, i < n && c.key >= floor_key && (int(c.key >> shift) & (kBins - 1)) == digit, c);
+    }
+    __syncthreads();
+    n = s.count;
+    from = to;
+    to = to == work_a ? work_b : work_a;
+  }
+  // One key is left: the keys are distinct.
+  const Candidate last = from[0];
+  const Picked picked{last.key, s.before + (by_count ? 1 : last.weight)};
+  __syncthreads();
+  return picked;
+}
+
+// The largest (or smallest, !largest) key of the candidates with key >= floor_key and weight
+// >= min_weight; 0 (or ~0) when there is none.
+__device__ uint64_t extreme_key(Shared& s, const Candidate* list, int n, uint64_t floor_key, double min_weight,
+                                bool largest) {
+  if (threadIdx.x == 0) s.best = largest ? 0ull : ~0ull;
+  __syncthreads();
+  for (int i = int(threadIdx.x); i < n; i += kThreads) {
+    const Candidate c = list[i];
+    if (c.key < floor_key || double(c.weight) < min_weight) continue;
+    if (largest) atomicMax(&s.best, (unsigned long long)c.key);
+    else atomicMin(&s.best, (unsigned long long)c.key);
+  }
+  __syncthreads();
+  const uint64_t best = s.best;
+  __syncthreads();
+  return best;
+}
+
+// One block per row. lists: 3 * vocab candidates per row (all, and the two work lists).
+__global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings, Candidate* lists,
+                              int32_t* ids) {
+  __shared__ Shared s;
+  const float* x = logits + int64_t(blockIdx.x) * vocab;
+  const RowSettings row = settings[blockIdx.x];
+  Candidate* all = lists + int64_t(blockIdx.x) * 3 * vocab;
+  Candidate* work_a = all + vocab;
+  Candidate* work_b = work_a + vocab;
+
+  // The argmax: the best key over logits above -inf (NaN fails the test).
+  if (threadIdx.x == 0) s.best = 0;
+  __syncthreads();
+  unsigned long long best = 0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
+    if (x[i] > -INFINITY) best = max(best, (unsigned long long)rank_key(x[i], int32_t(i)));
+  atomicMax(&s.best, best);
+  __syncthreads();
+  best = s.best;
+  if (best == 0 || row.temperature == 0.0) {  // greedy, or every logit NaN or -inf: token 0
+    if (threadIdx.x == 0) ids[blockIdx.x] = best == 0 ? 0 : key_id(best);
+    return;
+  }
+
+  // Step 1: the candidates, the tokens of nonzero weight, in any order.
+  const float max_logit = x[key_id(best)];
+  if (threadIdx.x == 0) s.count = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < vocab; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const float logit = i < vocab ? x[i] : -INFINITY;
+    const Candidate c{rank_key(logit, int32_t(i)), weight_of(logit, max_logit, row.temperature)};
+    append(all, &s.count, c.weight != 0, c);
+  }
+  __syncthreads();
+  const int n = s.count;
+
+  // Step 3: each filter keeps a prefix of the rank order, the keys >= floor_key.
+  uint64_t floor_key = 0;
+  if (row.top_k > 0 && row.top_k < n)
+    floor_key = select(s, all, n, 0, WideSum(row.top_k), true, work_a, work_b).key;
+  WideSum total = kept_sum(s, all, n, floor_key);
+  if (__uint_as_float(row.top_p_bits) < 1.0f) {
+    const Picked picked = select(s, all, n, floor_key, draw::mass_threshold(row.top_p_bits, total), false, work_a,
+                                 work_b);
+    floor_key = picked.key;
+    total = picked.prefix;
+  }
+  if (row.min_p > 0.0f) {
+    // Weights fall along the order, so the keys of weight >= min_p * 2^52 are a prefix too.
+    floor_key = extreme_key(s, all, n, floor_key, double(row.min_p) * 0x1p52, false);
+    total = kept_sum(s, all, n, floor_key);
+  }
+
+  // Step 4: the first kept token whose prefix sum exceeds floor(r * total / 2^53).
+  const auto r = uint64_t(uniform_at(row.seed, uint64_t(row.position), Sampler::kTokenStream) * 0x1p53);
+  const Picked picked = select(s, all, n, floor_key, draw::scale_by_draw(r, total) + 1, false, work_a, work_b);
+  if (threadIdx.x == 0) ids[blockIdx.x] = key_id(picked.key);
+}
+
+}  // namespace
+
+void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
+  const int64_t n = logits.rows(), vocab = logits.cols();
+  cuda::require(int64_t(rows.size()) == n && ids.numel() >= n, "sample: one SampleRow and one id per logit row");
+  if (n == 0) return;
+  std::vector<RowSettings> host(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    const SamplingParams& p = rows[size_t(r)].params;
+    uint32_t top_p_bits = 0;
+    std::memcpy(&top_p_bits, &p.top_p, sizeof top_p_bits);
+    host[size_t(r)] = {double(p.temperature), p.seed, rows[size_t(r)].position, top_p_bits, p.min_p, p.top_k, 0};
+  }
+  Tensor settings;
+  settings.dtype = DType::i32;
+  settings.shape = {int64_t(sizeof(RowSettings) / 4) * n};
+  settings.data = scratch(kSampleSettingsScratch, settings.bytes());
+  upload(settings, host.data());
+  auto* lists = static_cast<Candidate*>(scratch(kSampleListsScratch, size_t(n * 3 * vocab) * sizeof(Candidate)));
+  enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* stream) {
+    sample_kernel<<<unsigned(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        cuda::ptr<float>(logits), vocab, static_cast<const RowSettings*>(settings.data), lists,
+        cuda::ptr<int32_t>(ids));
+    LOCKSTEP_LAUNCHED();
+  });
+}
+
+}  // namespace lockstep
