@@ -4,6 +4,7 @@
 // orders); ids agree exactly. Skipped where no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -202,45 +203,49 @@ TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   }
 }
 
+// Two shapes: a small one, and Nemotron's (16 query heads on each KV head, head_dim 128).
 TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
-  const int64_t heads = 4, kv_heads = 2, head_dim = 64, page_size = 16, pages = 40, max_pages = 20;
-  const int64_t n = 6;
-  // Two sequences: rows 0-2 at positions 0, 300, 301 of sequence 0; rows 3-5 at 5, 6, 7 of 1.
-  std::vector<int32_t> positions = {0, 300, 301, 5, 6, 7}, row_seq = {0, 0, 0, 1, 1, 1};
-  std::vector<int32_t> tables(size_t(2 * max_pages));
-  for (int64_t p = 0; p < max_pages; ++p)
-    tables[size_t(p)] = int32_t(p), tables[size_t(max_pages + p)] = int32_t(39 - p);
-  Pair k_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
-  Pair v_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
-  Pair q = random(DType::f32, {n, heads, head_dim}), k = random(DType::f32, {n, kv_heads, head_dim});
-  Pair v = random(DType::f32, {n, kv_heads, head_dim}), cos_sin = random(DType::f32, {512, head_dim});
-  Pair pos = ints({n}, positions), seq = ints({n}, row_seq), table = ints({2, max_pages}, tables);
-  std::vector<int32_t> slots;
-  for (int64_t r = 0; r < n; ++r)
-    slots.push_back(tables[size_t(row_seq[size_t(r)] * max_pages + positions[size_t(r)] / page_size)] * page_size +
-                    positions[size_t(r)] % page_size);
-  Pair slot = ints({n}, slots), out = output(DType::f32, {n, heads, head_dim});
-  for (Backend* b : {static_cast<Backend*>(&cpu), gpu.get()}) {
-    bool on_cpu = b == &cpu;
-    auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
-    b->rope(pick(q), pick(pos), pick(cos_sin));
-    b->rope(pick(k), pick(pos), pick(cos_sin));
-    KvLayer layer{pick(k_cache), pick(v_cache)};
-    b->kv_write(pick(k), pick(v), pick(slot), layer);
-    b->attention(pick(q), layer, {pick(pos), pick(seq), pick(table)}, 0.125f, pick(out));
+  for (auto [heads, kv_heads, head_dim] : {std::array<int64_t, 3>{4, 2, 64}, std::array<int64_t, 3>{32, 2, 128}}) {
+    const int64_t page_size = 16, pages = 40, max_pages = 20;
+    const int64_t n = 6;
+    // Two sequences: rows 0-2 at positions 0, 300, 301 of sequence 0; rows 3-5 at 5, 6, 7 of 1.
+    std::vector<int32_t> positions = {0, 300, 301, 5, 6, 7}, row_seq = {0, 0, 0, 1, 1, 1};
+    std::vector<int32_t> tables(size_t(2 * max_pages));
+    for (int64_t p = 0; p < max_pages; ++p)
+      tables[size_t(p)] = int32_t(p), tables[size_t(max_pages + p)] = int32_t(39 - p);
+    Pair k_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
+    Pair v_cache = random(DType::f32, {pages, kv_heads, page_size, head_dim});
+    Pair q = random(DType::f32, {n, heads, head_dim}), k = random(DType::f32, {n, kv_heads, head_dim});
+    Pair v = random(DType::f32, {n, kv_heads, head_dim}), cos_sin = random(DType::f32, {512, head_dim});
+    Pair pos = ints({n}, positions), seq = ints({n}, row_seq), table = ints({2, max_pages}, tables);
+    std::vector<int32_t> slots;
+    for (int64_t r = 0; r < n; ++r)
+      slots.push_back(tables[size_t(row_seq[size_t(r)] * max_pages + positions[size_t(r)] / page_size)] * page_size +
+                      positions[size_t(r)] % page_size);
+    Pair slot = ints({n}, slots), out = output(DType::f32, {n, heads, head_dim});
+    for (Backend* b : {static_cast<Backend*>(&cpu), gpu.get()}) {
+      bool on_cpu = b == &cpu;
+      auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
+      b->rope(pick(q), pick(pos), pick(cos_sin));
+      b->rope(pick(k), pick(pos), pick(cos_sin));
+      KvLayer layer{pick(k_cache), pick(v_cache)};
+      b->kv_write(pick(k), pick(v), pick(slot), layer);
+      b->attention(pick(q), layer, {pick(pos), pick(seq), pick(table)}, 0.125f, pick(out));
+    }
+    expect_close(q, "rope");
+    expect_close(k_cache, "kv_write");
+    expect_close(out, "attention");
   }
-  expect_close(q, "rope");
-  expect_close(k_cache, "kv_write");
-  expect_close(out, "attention");
 }
 
 TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
-  // Three sequences: a fresh one of 5 rows, one continuing at position 9 with 1 row, and a
-  // fresh one of 1 row; state slots 2, 0, 1. Chunk size 1 makes the CPU run the recurrence
-  // for every row, as the GPU always does, so the two compare like for like.
+  // Three sequences: a fresh one of 5 rows, one continuing at position 9 with 2 rows (fewer
+  // than the conv's history), and a fresh one of 1 row; state slots 2, 0, 1. Chunk size 1
+  // makes the CPU run the recurrence for every row, as the GPU always does, so the two compare
+  // like for like. Then a round: one row for each sequence.
   const int64_t channels = 40, kernel = 4, heads = 4, head_dim = 16, groups = 2, state_size = 32, slots = 3;
-  const int64_t n = 7;
-  Pair seq_begin = ints({4}, {0, 5, 6, 7}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
+  const int64_t n = 8;
+  Pair seq_begin = ints({4}, {0, 5, 7, 8}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
   SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu},
       gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
   Pair x = random(DType::f32, {n, channels}), weight = random(DType::f32, {channels, kernel});
@@ -250,6 +255,14 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   gpu->conv1d_silu(x.gpu, weight.gpu, bias.gpu, conv_state.gpu, gpu_seqs, conv_out.gpu);
   expect_close(conv_out, "conv1d_silu");
   expect_close(conv_state, "conv1d_silu state");
+  Pair round_begin = ints({4}, {0, 1, 2, 3}), round_start = ints({3}, {5, 11, 1});
+  Pair round_x = random(DType::f32, {3, channels}), round_out = output(DType::f32, {3, channels});
+  cpu.conv1d_silu(round_x.cpu, weight.cpu, bias.cpu, conv_state.cpu, {round_begin.cpu, round_start.cpu, seq_slot.cpu},
+                  round_out.cpu);
+  gpu->conv1d_silu(round_x.gpu, weight.gpu, bias.gpu, conv_state.gpu,
+                   {round_begin.gpu, round_start.gpu, seq_slot.gpu}, round_out.gpu);
+  expect_close(round_out, "conv1d_silu, a round");
+  expect_close(conv_state, "conv1d_silu state after a round");
 
   Pair xs = random(DType::f32, {n, heads, head_dim}), dt = random(DType::f32, {n, heads});
   Pair b = random(DType::f32, {n, groups, state_size}), c = random(DType::f32, {n, groups, state_size});

@@ -1,5 +1,6 @@
 // Batch invariance of every backend op: a row's output is bit-identical whether its launch
-// holds 1 row or up to 33 (64 on the GPU), wherever the row sits, and whatever the other rows hold.
+// holds 1 row or up to 33 (64 on the GPU, and fill-sized launches of 256 and 300 rows there),
+// wherever the row sits, and whatever the other rows hold.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -79,8 +80,11 @@ void expect_invariant(Backend& backend, const OpCase& c) {
   }
   std::vector<uint8_t> alone = run_with_neighbours(backend, c, target, 1, 0, rng);
   // The GPU's rounds run up to 64 wide; the CPU check stops at 33 to stay quick.
-  const int64_t max_rows = backend.name() == "cuda" ? 64 : kMaxRows;
-  for (int64_t n = 1; n <= max_rows; ++n) {
+  const bool gpu = backend.name() == "cuda";
+  std::vector<int64_t> sizes;
+  for (int64_t n = 1; n <= (gpu ? 64 : kMaxRows); ++n) sizes.push_back(n);
+  if (gpu) sizes.insert(sizes.end(), {256, 300});  // fill-sized: other kernels, the same bits
+  for (int64_t n : sizes) {
     for (int64_t at : {int64_t(0), n / 2, n - 1}) {
       std::vector<uint8_t> shared = run_with_neighbours(backend, c, target, n, at, rng);
       ASSERT_EQ(0, std::memcmp(alone.data(), shared.data(), alone.size()))
@@ -96,7 +100,7 @@ class OpInvariance : public ::testing::TestWithParam<std::string> {
 
 TEST_P(OpInvariance, MatmulF32AndBf16) {
   for (DType wtype : {DType::f32, DType::bf16}) {
-    for (int64_t k : {int64_t(37), int64_t(128), int64_t(200)}) {
+    for (int64_t k : {int64_t(37), int64_t(128), int64_t(200), int64_t(1056)}) {
       std::mt19937 rng(7);
       const int64_t m = 45;
       OwnedTensor w = backend->alloc(wtype, {m, k});

@@ -26,7 +26,7 @@ Seqs seqs_of(const SequenceRows& seqs) {
   return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
 }
 
-// One thread per (sequence, channel).
+// Rounds: one thread per (sequence, channel) runs the sequence's rows in order.
 __global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
                                    int64_t n_seqs, int64_t channels, int kernel, float* out) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -44,6 +44,52 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
     for (int j = 0; j < kernel; ++j) acc = fmaf(w[j], window[j], acc);
     out[r * channels + c] = cuda::silu(acc);
     for (int j = 0; j < keep; ++j) window[j] = window[j + 1];
+  }
+  for (int j = 0; j < keep; ++j) history[j] = window[j];
+}
+
+// Fills: one thread per (row, channel). Row r at offset i of its sequence convolves the inputs
+// at offsets i - K + 1 .. i, taken from earlier rows of this launch or, before the sequence's
+// first row, from its saved history: the same values, in the same order, as the kernel above.
+__global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, const float* bias,
+                                        const float* conv_state, Seqs seqs, int64_t n_seqs, int64_t n_rows,
+                                        int64_t channels, int kernel, float* out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_rows * channels) return;
+  const int64_t r = i / channels, c = i % channels;
+  int64_t s = 0;  // the sequence of row r: the last with seq_begin <= r
+  for (int64_t lo = 0, hi = n_seqs - 1; lo <= hi;) {
+    const int64_t mid = (lo + hi) / 2;
+    if (seqs.begin[mid] <= r) s = mid, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  const int keep = kernel - 1;
+  const int64_t offset = r - seqs.begin[s];
+  const float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;
+  const float* w = weight + c * kernel;
+  float acc = bias ? bias[c] : 0.0f;
+  for (int j = 0; j < kernel; ++j) {
+    const int64_t at = offset - keep + j;  // offset in the sequence; negative: from the history
+    const float v = at >= 0 ? x[(seqs.begin[s] + at) * channels + c]
+                            : (seqs.start[s] == 0 ? 0.0f : history[keep + at]);
+    acc = fmaf(w[j], v, acc);
+  }
+  out[r * channels + c] = cuda::silu(acc);
+}
+
+// After conv1d_silu_rows_kernel: each sequence's history becomes its last K - 1 inputs.
+__global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs seqs, int64_t n_seqs, int64_t channels,
+                                      int kernel) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_seqs * channels) return;
+  const int64_t s = i / channels, c = i % channels;
+  const int keep = kernel - 1;
+  const int64_t length = seqs.begin[s + 1] - seqs.begin[s];
+  float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;
+  float window[kMaxConvKernel];
+  for (int j = 0; j < keep; ++j) {
+    const int64_t at = length - keep + j;
+    window[j] = at >= 0 ? x[(seqs.begin[s] + at) * channels + c] : (seqs.start[s] == 0 ? 0.0f : history[keep + at]);
   }
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
@@ -117,23 +163,21 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs) {
 
 constexpr int kNormThreads = 256;
 
-// One block per row: out = weight * rms_norm_per_group(x * silu(gate)).
+// One block per (row, group): out = weight * rms_norm_per_group(x * silu(gate)).
 __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const float* weight, int64_t d, int64_t groups,
                                       float eps, float* out) {
   __shared__ float reduce[kNormThreads / 32];
-  const int64_t r = blockIdx.x, size = d / groups;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t base = r * d + g * size;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < size; i += kNormThreads) {
-      float v = x[base + i] * cuda::silu(gate[base + i]);
-      out[base + i] = v;
-      sum = fmaf(v, v, sum);
-    }
-    const float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, reduce) / float(size) + eps);
-    for (int64_t i = threadIdx.x; i < size; i += kNormThreads)
-      out[base + i] = weight[g * size + i] * (out[base + i] * inv);
+  const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups, size = d / groups;
+  const int64_t base = r * d + g * size;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < size; i += kNormThreads) {
+    float v = x[base + i] * cuda::silu(gate[base + i]);
+    out[base + i] = v;
+    sum = fmaf(v, v, sum);
   }
+  const float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, reduce) / float(size) + eps);
+  for (int64_t i = threadIdx.x; i < size; i += kNormThreads)
+    out[base + i] = weight[g * size + i] * (out[base + i] * inv);
 }
 
 }  // namespace
@@ -144,10 +188,22 @@ void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tenso
   const int kernel = int(weight.cols());
   cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
   if (n_seqs == 0) return;
-  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out), [=](void* stream) {
-    conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(weight), bias.data ? ptr<float>(bias) : nullptr, ptr<float>(conv_state),
-        seqs_of(seqs), n_seqs, channels, kernel, ptr<float>(out));
+  const int64_t n_rows = x.rows();
+  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out), [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    const float* b = bias.data ? ptr<float>(bias) : nullptr;
+    if (n_rows == n_seqs) {  // a row per sequence (rounds): one thread per (sequence, channel) does all
+      conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream>>>(
+          ptr<float>(x), ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel,
+          ptr<float>(out));
+    } else {  // fills: every row at once, then the histories
+      conv1d_silu_rows_kernel<<<cuda::blocks_for(n_rows * channels, 256), 256, 0, stream>>>(
+          ptr<float>(x), ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels,
+          kernel, ptr<float>(out));
+      LOCKSTEP_LAUNCHED();
+      conv1d_history_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream>>>(
+          ptr<float>(x), ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
+    }
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -183,7 +239,7 @@ void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tens
                                  const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("gated_rms_norm_kernel", x, gate, weight, groups, eps, out), [=](void* stream) {
-    gated_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    gated_rms_norm_kernel<<<unsigned(x.rows() * groups), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
     LOCKSTEP_LAUNCHED();
   });

@@ -33,6 +33,7 @@ constexpr int kMaxRuns = 8;
 constexpr int kMinBlocksPerRun = 4;
 constexpr int kTileCols = 16;
 constexpr int kRowGroupsPerBlock = 4;  // plain launches: row groups one block computes in turn
+constexpr int64_t kTiledMinRows = 256;  // launches reading this many x rows take the tiled kernel
 
 // How k is cut: `blocks` blocks of 32, runs of `per_run` blocks (the last may be shorter).
 struct Runs {
@@ -101,6 +102,20 @@ __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k,
   return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
+// The lane's weights of blocks b .. b + 3 (zero past b_end) for its two columns.
+__device__ inline void load_blocks(uint4 (&wa)[4], uint4 (&wb)[4], const __nv_bfloat16* w_a, const __nv_bfloat16* w_b,
+                                   int b, int b_end, int t, int64_t k, bool vector_ok) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int64_t at = int64_t(b + u) * kBlockK + t * 8;
+    wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
+    if (b + u < b_end) {
+      wa[u] = load_w8(w_a, at, k, vector_ok);
+      wb[u] = load_w8(w_b, at, k, vector_ok);
+    }
+  }
+}
+
 // d += a * b over one m16n8k16 step (bf16 in, f32 accumulate).
 __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                            uint32_t b1) {
@@ -161,18 +176,12 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+    // Four blocks' weights at a time; the next four load while these are multiplied.
+    uint4 wa[4], wb[4];
+    load_blocks(wa, wb, w_a, w_b, b_begin, b_end, t, k, vector_ok);
     for (int b = b_begin; b < b_end; b += 4) {
-      // Up to four blocks' weights in flight before their products.
-      uint4 wa[4], wb[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int64_t at = int64_t(b + u) * kBlockK + t * 8;
-        wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
-        if (b + u < b_end) {
-          wa[u] = load_w8(w_a, at, k, vector_ok);
-          wb[u] = load_w8(w_b, at, k, vector_ok);
-        }
-      }
+      uint4 next_a[4], next_b[4];
+      load_blocks(next_a, next_b, w_a, w_b, b + 4, b_end, t, k, vector_ok);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         if (b + u >= b_end) break;
@@ -193,6 +202,8 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
           mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, l.z, l.w);
         }
       }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) wa[u] = next_a[u], wb[u] = next_b[u];
     }
     // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
 #pragma unroll
@@ -214,6 +225,126 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = total;
     }
     __syncthreads();  // the partials are read before the next group writes them
+  }
+}
+
+// The fill kernel: the same sums, tiled through shared memory. A block owns 128 columns and 64
+// rows of a row group; each of its warps 32 columns and 32 rows, and it walks all of k itself:
+// at each run's first block its partials restart at zero, at the run's last block they join
+// the total (total = p0, then total + p1, ...). Each mma gets the same weight and x fragments
+// as in matmul_bf16_kernel, from tiles that cp.async stages kStages blocks ahead, so every
+// output's bits equal that kernel's. Needs k % 8 == 0, 16-byte aligned weights and the split
+// pass.
+constexpr int kTiledCols = 128;
+constexpr int kTiledRows = 64;
+constexpr int kStages = 3;
+
+struct TiledStage {
+  __nv_bfloat16 w[kTiledCols][kBlockK];
+  __nv_bfloat16 hi[kTiledRows][kBlockK];
+  __nv_bfloat16 lo[kTiledRows][kBlockK];
+};
+
+// Copies 16 bytes from global to shared memory, or zeros when !valid.
+__device__ inline void copy16(void* dst, const void* src, bool valid) {
+  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__global__ void __launch_bounds__(256, 1)
+    matmul_bf16_tiled_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
+                             const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
+                             MatmulRows rows) {
+  __shared__ TiledStage stages[kStages];
+  const Runs runs = k_runs(k);
+  const int64_t kpad = int64_t(runs.blocks) * kBlockK;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp_col = (warp % 4) * 32, warp_row = (warp / 4) * 32;
+
+  int64_t first, last;
+  const __nv_bfloat16* w_group = w;
+  if (rows.segments) {
+    const int64_t group = launched_group(rows);
+    if (group < 0) return;  // the whole block leaves together
+    first = rows.segments[group];
+    last = rows.segments[group + 1];
+    w_group += size_t(group) * size_t(rows.group_stride);
+  } else {
+    first = int64_t(blockIdx.y) * kTiledRows;
+    last = min64(rows.n, first + kTiledRows);
+  }
+  const int64_t col0 = int64_t(blockIdx.x) * kTiledCols;
+
+  for (int64_t tile_row = first; tile_row < last; tile_row += kTiledRows) {
+    const int tile_rows = int(min64(kTiledRows, last - tile_row));
+    // Each thread stages two 16-byte pieces of the weight tile and two of the x tiles.
+    auto stage_block = [&](int b, TiledStage& st) {
+      if (b < runs.blocks) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int piece = threadIdx.x + i * 256, row = piece / 4, part = piece % 4;
+          const int64_t col = col0 + row, at = int64_t(b) * kBlockK + part * 8;
+          const bool valid = col < m && at < k;
+          copy16(&st.w[row][part * 8], w_group + (valid ? col * k + at : 0), valid);
+          const bool in = row < tile_rows;
+          const int64_t entry = tile_row + (in ? row : 0);
+          const int64_t x_row = rows.in_rows ? rows.in_rows[entry] : entry;
+          const size_t offset = size_t(x_row * kpad + int64_t(b) * kBlockK + part * 8);
+          copy16(&st.hi[row][part * 8], x_hi + (in ? offset : 0), in);
+          copy16(&st.lo[row][part * 8], x_lo + (in ? offset : 0), in);
+        }
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
+    __syncthreads();  // the previous tile's stages are read
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) stage_block(s, stages[s]);
+
+    float acc[2][4][4], total[2][4][4];
+    for (int b = 0; b < runs.blocks; ++b) {
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+      __syncthreads();  // block b is in; the stage block b - 1 used is free
+      stage_block(b + kStages - 1, stages[(b + kStages - 1) % kStages]);
+      const TiledStage& st = stages[b % kStages];
+      const bool run_start = b % runs.per_run == 0;
+      const bool run_end = b % runs.per_run == runs.per_run - 1 || b == runs.blocks - 1;
+#pragma unroll
+      for (int f = 0; f < 2; ++f) {
+        const uint4 wa = *reinterpret_cast<const uint4*>(&st.w[warp_col + 16 * f + g][8 * t]);
+        const uint4 wb = *reinterpret_cast<const uint4*>(&st.w[warp_col + 16 * f + g + 8][8 * t]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4 h = *reinterpret_cast<const uint4*>(&st.hi[warp_row + 8 * j + g][8 * t]);
+          const uint4 l = *reinterpret_cast<const uint4*>(&st.lo[warp_row + 8 * j + g][8 * t]);
+          float (&d)[4] = acc[f][j];
+          if (run_start) d[0] = d[1] = d[2] = d[3] = 0.0f;
+          mma(d, wa.x, wb.x, wa.y, wb.y, h.x, h.y);
+          mma(d, wa.x, wb.x, wa.y, wb.y, l.x, l.y);
+          mma(d, wa.z, wb.z, wa.w, wb.w, h.z, h.w);
+          mma(d, wa.z, wb.z, wa.w, wb.w, l.z, l.w);
+          if (run_end) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) total[f][j][e] = b < runs.per_run ? d[e] : total[f][j][e] + d[e];
+          }
+        }
+      }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    // total[f][j]: columns g and g + 8 of fragment f, rows 2t and 2t + 1 of row tile j.
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t col = col0 + warp_col + 16 * f + g + (e >= 2 ? 8 : 0);
+          const int row = warp_row + 8 * j + 2 * t + (e % 2);
+          if (col >= m || row >= tile_rows) continue;
+          const int64_t entry = tile_row + row;
+          out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = total[f][j][e];
+        }
+      }
+    }
   }
 }
 
@@ -251,6 +382,13 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
   split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
   LOCKSTEP_LAUNCHED();
+  // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel).
+  if (rows.x_rows >= kTiledMinRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+    dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
+    matmul_bf16_tiled_kernel<<<grid, 256, 0, stream>>>(hi, lo, weights, out, k, m, rows);
+    LOCKSTEP_LAUNCHED();
+    return;
+  }
   launch_tiles<8, false>(x, hi, lo, weights, out, k, m, rows, stream);
 }
 
