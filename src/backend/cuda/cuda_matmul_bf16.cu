@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(256, 1)
 
   for (int64_t tile_row = first; tile_row < last; tile_row += kTiledRows) {
     const int tile_rows = int(min64(kTiledRows, last - tile_row));
-    // Each thread stages two 16-byte pieces of the weight tile and two of the x tiles.
+    // Each thread stages two 16-byte pieces of the weight tile and one of each x tile.
     auto stage_block = [&](int b, TiledStage& st) {
       if (b < runs.blocks) {
 #pragma unroll
@@ -286,6 +286,7 @@ __global__ void __launch_bounds__(256, 1)
           const int64_t col = col0 + row, at = int64_t(b) * kBlockK + part * 8;
           const bool valid = col < m && at < k;
           copy16(&st.w[row][part * 8], w_group + (valid ? col * k + at : 0), valid);
+          if (row >= kTiledRows) continue;  // the x tiles have half the weight tile's rows
           const bool in = row < tile_rows;
           const int64_t entry = tile_row + (in ? row : 0);
           const int64_t x_row = rows.in_rows ? rows.in_rows[entry] : entry;
