@@ -2,8 +2,8 @@
 // RMSNorm. Each sequence's rows run in position order with that sequence's own state.
 //
 // The scan runs the recurrence h = exp(dt A) h + dt x B^T, y = h C + D x for every row, in one
-// block per (sequence, head): each warp owns 8 of the head's columns and each lane 1/32 of the
-// state, held in registers across the rows. A row's arithmetic is the same whether it is one
+// warp per (sequence, head, 8 of the head's columns): each lane holds 1/32 of the state of
+// those columns in registers across the rows. A row's arithmetic is the same whether it is one
 // row of a round or one of a fill, so fills and rounds of any width give the same states.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -104,12 +104,43 @@ struct ScanArgs {
   int64_t heads, head_dim, groups, state_size;
 };
 
-// kLaneStates: state entries per lane (state_size / 32, rounded up).
+// One row's inputs to one warp of the scan.
 template <int kLaneStates>
-__global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs) {
-  const int64_t s = blockIdx.x / a.heads, head = blockIdx.x % a.heads;
+struct ScanRow {
+  float dt;  // before dt_bias and softplus
+  float b[kLaneStates], c[kLaneStates];
+  float x[kColsPerWarp];
+};
+
+template <int kLaneStates>
+__device__ inline void load_scan_row(const ScanArgs& a, int64_t r, int64_t head, int64_t group, int warp, int lane,
+                                     ScanRow<kLaneStates>& row) {
+  const int64_t P = a.head_dim, N = a.state_size;
+  row.dt = a.dt[r * a.heads + head];
+#pragma unroll
+  for (int e = 0; e < kLaneStates; ++e) {
+    const int64_t n = lane + 32 * e;
+    row.b[e] = n < N ? a.b[(r * a.groups + group) * N + n] : 0.0f;
+    row.c[e] = n < N ? a.c[(r * a.groups + group) * N + n] : 0.0f;
+  }
+  const float* xr = a.x + (r * a.heads + head) * P;
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t p = int64_t(warp) * kColsPerWarp + j;
+    row.x[j] = p < P ? xr[p] : 0.0f;
+  }
+}
+
+// kLaneStates: state entries per lane (state_size / 32, rounded up). One warp per block, one
+// block per (sequence, head, 8 of the head's columns): a column's recurrence and its sum over
+// the state never leave the warp, so how the columns are spread over blocks changes nothing.
+// The next row's inputs load while this row is computed.
+template <int kLaneStates>
+__global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
+  const int warp = int(blockIdx.x % unsigned(warps_per_head)), lane = threadIdx.x % 32;
+  const int64_t unit = blockIdx.x / unsigned(warps_per_head);
+  const int64_t s = unit / a.heads, head = unit % a.heads;
   const int64_t group = head / (a.heads / a.groups);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t P = a.head_dim, N = a.state_size;
   const float A = -expf(a.a_log[head]), D = a.d[head], bias = a.dt_bias[head];
   float* state = a.state + (int64_t(seqs.slot[s]) * a.heads + head) * P * N;
@@ -124,31 +155,28 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs) {
       h[j][e] = (fresh || p >= P || n >= N) ? 0.0f : state[p * N + n];
     }
   }
-  for (int64_t r = seqs.begin[s]; r < seqs.begin[s + 1]; ++r) {
-    const float dt = fmaxf(cuda::softplus(a.dt[r * a.heads + head] + bias), a.dt_min);
+  const int64_t begin = seqs.begin[s], end = seqs.begin[s + 1];
+  ScanRow<kLaneStates> row, next;
+  if (begin < end) load_scan_row(a, begin, head, group, warp, lane, row);
+  for (int64_t r = begin; r < end; ++r) {
+    if (r + 1 < end) load_scan_row(a, r + 1, head, group, warp, lane, next);
+    const float dt = fmaxf(cuda::softplus(row.dt + bias), a.dt_min);
     const float decay = expf(dt * A);
-    float bn[kLaneStates], cn[kLaneStates];
-#pragma unroll
-    for (int e = 0; e < kLaneStates; ++e) {
-      const int64_t n = lane + 32 * e;
-      bn[e] = n < N ? a.b[(r * a.groups + group) * N + n] : 0.0f;
-      cn[e] = n < N ? a.c[(r * a.groups + group) * N + n] : 0.0f;
-    }
-    const float* xr = a.x + (r * a.heads + head) * P;
 #pragma unroll
     for (int j = 0; j < kColsPerWarp; ++j) {
       const int64_t p = int64_t(warp) * kColsPerWarp + j;
-      const float xp = p < P ? xr[p] : 0.0f;
+      const float xp = row.x[j];
       const float dx = dt * xp;
       float part = 0.0f;
 #pragma unroll
       for (int e = 0; e < kLaneStates; ++e) {
-        h[j][e] = h[j][e] * decay + dx * bn[e];
-        part = fmaf(h[j][e], cn[e], part);
+        h[j][e] = h[j][e] * decay + dx * row.b[e];
+        part = fmaf(h[j][e], row.c[e], part);
       }
       const float y = cuda::warp_sum(part) + D * xp;
       if (lane == 0 && p < P) a.out[(r * a.heads + head) * P + p] = y;
     }
+    row = next;
   }
 #pragma unroll
   for (int j = 0; j < kColsPerWarp; ++j) {
@@ -217,20 +245,20 @@ void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
   cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256,
                 "ssm_scan: head_dim over 256 or state over 256");
   if (n_seqs == 0) return;
-  const unsigned blocks = unsigned(n_seqs * a.heads);
-  const int threads = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp) * 32;
+  const int warps_per_head = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp);
+  const unsigned blocks = unsigned(n_seqs * a.heads * warps_per_head);
   const int64_t lane_states = (a.state_size + 31) / 32;
   const Seqs rows = seqs_of(seqs);
   enqueue(cuda::launch_key("ssm_scan", scan, seqs), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     if (lane_states <= 1)
-      ssm_scan_kernel<1><<<blocks, threads, 0, stream>>>(a, rows);
+      ssm_scan_kernel<1><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
     else if (lane_states <= 2)
-      ssm_scan_kernel<2><<<blocks, threads, 0, stream>>>(a, rows);
+      ssm_scan_kernel<2><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
     else if (lane_states <= 4)
-      ssm_scan_kernel<4><<<blocks, threads, 0, stream>>>(a, rows);
+      ssm_scan_kernel<4><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
     else
-      ssm_scan_kernel<8><<<blocks, threads, 0, stream>>>(a, rows);
+      ssm_scan_kernel<8><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
     LOCKSTEP_LAUNCHED();
   });
 }
