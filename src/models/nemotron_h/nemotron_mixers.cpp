@@ -22,16 +22,13 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   Tensor y_norm = rows_of(y_norm_, n);    // [n, inner]
   Tensor out = rows_of(out_, n);          // [n, hidden]
 
-  const Tensor& w = m.in_proj;
-  backend_.matmul(h, w.first_dim_slice(0, inner), z);
-  backend_.matmul(h, w.first_dim_slice(inner, conv_dim), xbc);
-  backend_.matmul(h, w.first_dim_slice(inner + conv_dim, c.mamba_heads), dt);
-  if (c.proj_bias) {
-    const Tensor& bias = m.in_bias;
-    backend_.add_bias(z, bias.first_dim_slice(0, inner));
-    backend_.add_bias(xbc, bias.first_dim_slice(inner, conv_dim));
-    backend_.add_bias(dt, bias.first_dim_slice(inner + conv_dim, c.mamba_heads));
-  }
+  // One matmul reads in_proj once (one launch, not three), then the three parts are copied out.
+  Tensor proj = rows_of(proj_, n);  // [n, inner + conv_dim + mamba_heads]
+  backend_.matmul(h, m.in_proj, proj);
+  if (c.proj_bias) backend_.add_bias(proj, m.in_bias);
+  backend_.copy_columns(proj, 0, z);
+  backend_.copy_columns(proj, inner, xbc);
+  backend_.copy_columns(proj, inner + conv_dim, dt);
   SequenceRows seqs = inputs_.sequences();
   Tensor conv_weight = m.conv_weight.view().reshaped({conv_dim, c.conv_kernel});
   backend_.conv1d_silu(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act);

@@ -160,6 +160,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
   for (OwnedTensor* t : {&x_, &h_, &out_, &routed_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   if (c.count(LayerKind::mamba) > 0) {
+    proj_ = backend_.alloc(DType::f32, {rows, c.mamba_inner() + c.conv_dim() + c.mamba_heads});
     z_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
     xbc_ = backend_.alloc(DType::f32, {rows, c.conv_dim()});
     xbc_act_ = backend_.alloc(DType::f32, {rows, c.conv_dim()});

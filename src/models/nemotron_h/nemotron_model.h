@@ -79,7 +79,7 @@ class NemotronModel final : public Model {
   BatchInputs inputs_;
   // Activations, sized for max_rows. f32.
   OwnedTensor x_, h_, out_, routed_;
-  OwnedTensor z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
+  OwnedTensor proj_, z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
   OwnedTensor q_, k_, v_, attn_;
   OwnedTensor inner_;
   OwnedTensor router_logits_, expert_ids_, expert_weights_;
