@@ -33,7 +33,9 @@ constexpr int kMaxRuns = 8;
 constexpr int kMinBlocksPerRun = 4;
 constexpr int kTileCols = 16;
 constexpr int kRowGroupsPerBlock = 4;  // plain launches: row groups one block computes in turn
-constexpr int64_t kTiledMinRows = 256;  // launches reading this many x rows take the tiled kernel
+// Launches whose row groups may hold this many rows take the tiled kernel (fills; not the
+// expert matmuls of a 64-stream round, whose x has 384 rows but each expert only a few).
+constexpr int64_t kTiledMinRows = 256;
 
 // How k is cut: `blocks` blocks of 32, runs of `per_run` blocks (the last may be shorter).
 struct Runs {
@@ -176,12 +178,11 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-    // Four blocks' weights at a time; the next four load while these are multiplied.
-    uint4 wa[4], wb[4];
-    load_blocks(wa, wb, w_a, w_b, b_begin, b_end, t, k, vector_ok);
     for (int b = b_begin; b < b_end; b += 4) {
-      uint4 next_a[4], next_b[4];
-      load_blocks(next_a, next_b, w_a, w_b, b + 4, b_end, t, k, vector_ok);
+      // Up to four blocks' weights in flight before their products. (Loading the next four
+      // while these multiply spilled registers and made rounds slower: measured.)
+      uint4 wa[4], wb[4];
+      load_blocks(wa, wb, w_a, w_b, b, b_end, t, k, vector_ok);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         if (b + u >= b_end) break;
@@ -202,8 +203,6 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
           mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, l.z, l.w);
         }
       }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) wa[u] = next_a[u], wb[u] = next_b[u];
     }
     // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
 #pragma unroll
@@ -384,7 +383,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
   LOCKSTEP_LAUNCHED();
   // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel).
-  if (rows.x_rows >= kTiledMinRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+  if (widest >= kTiledMinRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
     dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
     matmul_bf16_tiled_kernel<<<grid, 256, 0, stream>>>(hi, lo, weights, out, k, m, rows);
     LOCKSTEP_LAUNCHED();
