@@ -158,7 +158,7 @@ TEST_F(CudaVsCpu, SelectionGatherAndEmbed) {
 }
 
 // The GPU sampler against the host Sampler, id for id: rows with ties, NaN and -inf, an all
-// -inf row, a +inf row and a peaked row, under each filter alone and together, at several
+// -inf row, a +inf row, a peaked row and one whose top is zeros of both signs (-0 ties +0), under each filter alone and together, at several
 // positions and seeds. Each row is then sampled alone, and its id must not change.
 TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   const int64_t n = 6, vocab = 50021;
@@ -172,6 +172,7 @@ TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
       if (r == 2) v = -INFINITY;
       if (r == 3 && (i == 17 || i == 40000)) v = INFINITY;
       if (r == 4 && i == 12345) v = 25.0f;
+      if (r == 5) v = i % 1000 ? -std::fabs(v) : (i % 2000 ? 0.0f : -0.0f);  // the top: zeros of both signs
       host[size_t(r * vocab + i)] = v;
     }
   }

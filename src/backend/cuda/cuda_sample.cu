@@ -49,7 +49,7 @@ struct Shared {
 };
 
 __device__ uint64_t rank_key(float logit, int32_t id) {
-  uint32_t bits = __float_as_uint(logit);
+  uint32_t bits = logit == 0.0f ? 0u : __float_as_uint(logit);  // -0 ties with +0, as on the host
   bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
   return uint64_t(bits) << 32 | uint32_t(~uint32_t(id));
 }
@@ -191,15 +191,13 @@ __device__ uint64_t extreme_key(Shared& s, const Candidate* list, int n, uint64_
   return best;
 }
 
-// One block per row. lists: 3 * vocab candidates per row (all, and the two work lists).
+// One block per row. lists: 3 * vocab candidates per row (all, and the two work lists); only
+// rows that sample (temperature > 0) touch them, so a greedy-only launch may pass none.
 __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings, Candidate* lists,
                               int32_t* ids) {
   __shared__ Shared s;
   const float* x = logits + int64_t(blockIdx.x) * vocab;
   const RowSettings row = settings[blockIdx.x];
-  Candidate* all = lists + int64_t(blockIdx.x) * 3 * vocab;
-  Candidate* work_a = all + vocab;
-  Candidate* work_b = work_a + vocab;
 
   // The argmax: the best key over logits above -inf (NaN fails the test).
   if (threadIdx.x == 0) s.best = 0;
@@ -216,6 +214,9 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSetti
   }
 
   // Step 1: the candidates, the tokens of nonzero weight, in any order.
+  Candidate* all = lists + int64_t(blockIdx.x) * 3 * vocab;
+  Candidate* work_a = all + vocab;
+  Candidate* work_b = work_a + vocab;
   const float max_logit = x[key_id(best)];
   if (threadIdx.x == 0) s.count = 0;
   __syncthreads();
@@ -258,7 +259,9 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
   cuda::require(int64_t(rows.size()) == n && ids.numel() >= n, "sample: one SampleRow and one id per logit row");
   if (n == 0) return;
   std::vector<RowSettings> host(static_cast<size_t>(n));
+  bool any_sampled = false;  // greedy rows need no candidate lists
   for (int64_t r = 0; r < n; ++r) {
+    any_sampled = any_sampled || rows[size_t(r)].params.temperature != 0.0f;
     const SamplingParams& p = rows[size_t(r)].params;
     uint32_t top_p_bits = 0;
     std::memcpy(&top_p_bits, &p.top_p, sizeof top_p_bits);
@@ -269,7 +272,9 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
   settings.shape = {int64_t(sizeof(RowSettings) / 4) * n};
   settings.data = scratch(kSampleSettingsScratch, settings.bytes());
   upload(settings, host.data());
-  auto* lists = static_cast<Candidate*>(scratch(kSampleListsScratch, size_t(n * 3 * vocab) * sizeof(Candidate)));
+  auto* lists = any_sampled ? static_cast<Candidate*>(
+                                  scratch(kSampleListsScratch, size_t(n * 3 * vocab) * sizeof(Candidate)))
+                            : nullptr;
   enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* stream) {
     sample_kernel<<<unsigned(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         cuda::ptr<float>(logits), vocab, static_cast<const RowSettings*>(settings.data), lists,
