@@ -8,8 +8,8 @@
 #pragma once
 
 #include <memory>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "sampling/sampler.h"
 #include "tensor/tensor.h"

@@ -48,6 +48,14 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
 
+// The input of sequence s, channel c at offset `at` of this launch's rows; before its first row
+// (at < 0), from the saved history (oldest first), or zero for a fresh sequence.
+__device__ inline float conv_input(const float* x, const float* history, const Seqs& seqs, int64_t s, int64_t at,
+                                   int64_t channels, int64_t c, int keep) {
+  if (at >= 0) return x[(seqs.begin[s] + at) * channels + c];
+  return seqs.start[s] == 0 ? 0.0f : history[keep + at];
+}
+
 // Fills: one thread per (row, channel). Row r at offset i of its sequence convolves the inputs
 // at offsets i - K + 1 .. i, taken from earlier rows of this launch or, before the sequence's
 // first row, from its saved history: the same values, in the same order, as the kernel above.
@@ -69,10 +77,7 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
   const float* w = weight + c * kernel;
   float acc = bias ? bias[c] : 0.0f;
   for (int j = 0; j < kernel; ++j) {
-    const int64_t at = offset - keep + j;  // offset in the sequence; negative: from the history
-    const float v = at >= 0 ? x[(seqs.begin[s] + at) * channels + c]
-                            : (seqs.start[s] == 0 ? 0.0f : history[keep + at]);
-    acc = fmaf(w[j], v, acc);
+    acc = fmaf(w[j], conv_input(x, history, seqs, s, offset - keep + j, channels, c, keep), acc);
   }
   out[r * channels + c] = cuda::silu(acc);
 }
@@ -87,10 +92,7 @@ __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs se
   const int64_t length = seqs.begin[s + 1] - seqs.begin[s];
   float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;
   float window[kMaxConvKernel];
-  for (int j = 0; j < keep; ++j) {
-    const int64_t at = length - keep + j;
-    window[j] = at >= 0 ? x[(seqs.begin[s] + at) * channels + c] : (seqs.start[s] == 0 ? 0.0f : history[keep + at]);
-  }
+  for (int j = 0; j < keep; ++j) window[j] = conv_input(x, history, seqs, s, length - keep + j, channels, c, keep);
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
 

@@ -128,6 +128,24 @@ __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The list entries [first, last) a block computes and the weights it reads: in a grouped
+// launch, block row y's group (none when it has no group: first == last); in a plain one,
+// `plain_rows` rows from blockIdx.y * plain_rows, with the one weight matrix.
+struct BlockRows {
+  int64_t first, last;
+  const __nv_bfloat16* w;
+};
+
+__device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat16* w, int64_t plain_rows) {
+  if (!rows.segments) {
+    const int64_t first = int64_t(blockIdx.y) * plain_rows;
+    return {first, min64(rows.n, first + plain_rows), w};
+  }
+  const int64_t group = launched_group(rows);
+  if (group < 0) return {0, 0, w};
+  return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
+}
+
 // kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
 // g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
 // kDirect: the lanes split their own x values from `x` (narrow launches, which then need no
@@ -143,19 +161,10 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const int64_t kpad = int64_t(runs.blocks) * kBlockK;
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-  int64_t first, last;
-  const __nv_bfloat16* w_group = w;
-  if (rows.segments) {
-    const int64_t group = launched_group(rows);
-    if (group < 0) return;  // the whole block leaves together
-    first = rows.segments[group];
-    last = rows.segments[group + 1];
-    w_group += size_t(group) * size_t(rows.group_stride);
-  } else {
-    first = int64_t(blockIdx.y) * kRowGroupsPerBlock * kGroupRows;
-    last = min64(rows.n, first + int64_t(kRowGroupsPerBlock) * kGroupRows);
-  }
-  if (first >= last) return;  // the whole block leaves together
+  const BlockRows mine = block_rows(rows, w, int64_t(kRowGroupsPerBlock) * kGroupRows);
+  if (mine.first >= mine.last) return;  // the whole block leaves together
+  const int64_t first = mine.first, last = mine.last;
+  const __nv_bfloat16* w_group = mine.w;
 
   const int64_t col0 = int64_t(blockIdx.x) * kTileCols;
   const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
@@ -260,18 +269,10 @@ __global__ void __launch_bounds__(256, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int warp_col = (warp % 4) * 32, warp_row = (warp / 4) * 32;
 
-  int64_t first, last;
-  const __nv_bfloat16* w_group = w;
-  if (rows.segments) {
-    const int64_t group = launched_group(rows);
-    if (group < 0) return;  // the whole block leaves together
-    first = rows.segments[group];
-    last = rows.segments[group + 1];
-    w_group += size_t(group) * size_t(rows.group_stride);
-  } else {
-    first = int64_t(blockIdx.y) * kTiledRows;
-    last = min64(rows.n, first + kTiledRows);
-  }
+  const BlockRows mine = block_rows(rows, w, kTiledRows);
+  if (mine.first >= mine.last) return;  // the whole block leaves together
+  const int64_t first = mine.first, last = mine.last;
+  const __nv_bfloat16* w_group = mine.w;
   const int64_t col0 = int64_t(blockIdx.x) * kTiledCols;
 
   for (int64_t tile_row = first; tile_row < last; tile_row += kTiledRows) {

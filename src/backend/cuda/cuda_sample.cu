@@ -30,7 +30,7 @@ struct RowSettings {
   uint32_t top_p_bits;
   float min_p;
   int32_t top_k;
-  int32_t unused;
+  int32_t padding;  // the size stays a multiple of 8, so rows of these stay aligned
 };
 
 struct Candidate {
@@ -173,18 +173,17 @@ __device__ Picked select(Shared& s, const Candidate* all, int n, uint64_t floor_
   return picked;
 }
 
-// The largest (or smallest, !largest) key of the candidates with key >= floor_key and weight
-// >= min_weight; 0 (or ~0) when there is none.
-__device__ uint64_t extreme_key(Shared& s, const Candidate* list, int n, uint64_t floor_key, double min_weight,
-                                bool largest) {
-  if (threadIdx.x == 0) s.best = largest ? 0ull : ~0ull;
+// The smallest key of the candidates with key >= floor_key and weight >= min_weight (~0 when
+// there is none): each thread its own, then one shared atomic each.
+__device__ uint64_t smallest_key(Shared& s, const Candidate* list, int n, uint64_t floor_key, double min_weight) {
+  if (threadIdx.x == 0) s.best = ~0ull;
   __syncthreads();
+  unsigned long long mine = ~0ull;
   for (int i = int(threadIdx.x); i < n; i += kThreads) {
     const Candidate c = list[i];
-    if (c.key < floor_key || double(c.weight) < min_weight) continue;
-    if (largest) atomicMax(&s.best, (unsigned long long)c.key);
-    else atomicMin(&s.best, (unsigned long long)c.key);
+    if (c.key >= floor_key && double(c.weight) >= min_weight) mine = min(mine, (unsigned long long)c.key);
   }
+  atomicMin(&s.best, mine);
   __syncthreads();
   const uint64_t best = s.best;
   __syncthreads();
@@ -242,7 +241,7 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSetti
   }
   if (row.min_p > 0.0f) {
     // Weights fall along the order, so the keys of weight >= min_p * 2^52 are a prefix too.
-    floor_key = extreme_key(s, all, n, floor_key, double(row.min_p) * 0x1p52, false);
+    floor_key = smallest_key(s, all, n, floor_key, double(row.min_p) * 0x1p52);
     total = kept_sum(s, all, n, floor_key);
   }
 
