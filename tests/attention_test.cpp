@@ -130,7 +130,13 @@ TEST_P(AttentionTest, RowIsBitIdenticalWhateverSharesTheLaunch) {
   std::vector<float> target_q = random_queries(1, 9);
   std::vector<float> alone = run({target}, target_q);
   std::mt19937 rng(21);
-  for (int n = 2; n <= 33; ++n) {
+  // Up to 33 rows; then 129 and 200, wide enough that the CUDA backend walks each row's splits
+  // in one block rather than one block per split (the target alone takes the latter).
+  std::vector<int> widths;
+  for (int n = 2; n <= 33; ++n) widths.push_back(n);
+  widths.push_back(129);
+  widths.push_back(200);
+  for (int n : widths) {
     std::vector<std::pair<int32_t, int32_t>> rows;
     std::vector<float> q = random_queries(n, uint32_t(100 + n));
     int at = int(rng() % uint32_t(n));

@@ -23,14 +23,15 @@ constexpr int kSplit = int(kAttentionSplit);
 constexpr int kTile = 32;         // positions staged at a time
 constexpr int kMaxColumns = 16;   // (head, column) pairs per thread: heads per KV head x head_dim <= 4096
 constexpr size_t kMaxShared = size_t(160) << 10;
+constexpr int64_t kSplitParallelBlocks = 256;  // (row, KV head) blocks up to which splits run in parallel
 
 struct Layout {  // the block's shared memory, in floats
   int64_t heads_per_kv, head_dim;
   __host__ __device__ int64_t query() const { return 0; }                                // [H, head_dim]
   __host__ __device__ int64_t weights() const { return heads_per_kv * head_dim; }        // [H, kSplit]
   __host__ __device__ int64_t tile() const { return weights() + heads_per_kv * kSplit; }  // [kTile, head_dim + 1]
-  __host__ __device__ int64_t per_head() const { return tile() + kTile * (head_dim + 1); }  // [4, H]
-  __host__ __device__ int64_t floats() const { return per_head() + 4 * heads_per_kv; }
+  __host__ __device__ int64_t per_head() const { return tile() + kTile * (head_dim + 1); }  // [5, H]
+  __host__ __device__ int64_t floats() const { return per_head() + 5 * heads_per_kv; }
 };
 
 // Stages positions [first, first + count) of one KV head into tile, a warp per position (rows
@@ -45,116 +46,202 @@ __device__ void stage(float* tile, const float* base, const int32_t* pages, int6
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache, const float* __restrict__ v_cache,
-                     const int32_t* positions, const int32_t* row_seq, const int32_t* page_tables, int64_t max_pages,
-                     int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size, float scale,
-                     float* __restrict__ out) {
-  extern __shared__ float shared[];
-  const int64_t heads_per_kv = heads / kv_heads;
-  const Layout layout{heads_per_kv, head_dim};
-  float* query = shared + layout.query();
-  float* weights = shared + layout.weights();
-  float* tile = shared + layout.tile();
-  float* split_max = shared + layout.per_head();
-  float* total_sum = split_max + heads_per_kv;
-  float* keep = total_sum + heads_per_kv;
-  float* add = keep + heads_per_kv;
+// What every kernel here shares: the block's (row, KV head), its shared memory and its view of
+// the cache. Thread t holds the (head, column) pairs t + i * kThreads.
+struct Block {
+  float *query, *weights, *tile;
+  float *split_max, *split_sum, *keep, *add, *total_sum;  // per head
+  int64_t r, g, heads_per_kv, length, page_size, page_stride;
+  int head_dim, pairs;
+  const int32_t* pages;
+  const float *k_base, *v_base;
+};
 
-  const int64_t r = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads;
-  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int pairs = int(heads_per_kv) * head_dim;
-  const float* q_rows = q + (r * heads + g * heads_per_kv) * head_dim;
-  for (int i = t; i < pairs; i += kThreads) query[i] = q_rows[i];
-  const int32_t* pages = page_tables + int64_t(row_seq[r]) * max_pages;
-  const int64_t length = int64_t(positions[r]) + 1;
-  const int64_t page_stride = kv_heads * page_size * head_dim;
-  const float* k_base = k_cache + g * page_size * head_dim;
-  const float* v_base = v_cache + g * page_size * head_dim;
+__device__ Block open_block(float* shared, int64_t block, const float* q, const float* k_cache, const float* v_cache,
+                            const int32_t* positions, const int32_t* row_seq, const int32_t* page_tables,
+                            int64_t max_pages, int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size) {
+  Block b;
+  b.heads_per_kv = heads / kv_heads;
+  const Layout layout{b.heads_per_kv, head_dim};
+  b.query = shared + layout.query();
+  b.weights = shared + layout.weights();
+  b.tile = shared + layout.tile();
+  b.split_max = shared + layout.per_head();
+  b.split_sum = b.split_max + b.heads_per_kv;
+  b.keep = b.split_sum + b.heads_per_kv;
+  b.add = b.keep + b.heads_per_kv;
+  b.total_sum = b.add + b.heads_per_kv;
+  b.r = block / kv_heads, b.g = block % kv_heads;
+  b.head_dim = head_dim;
+  b.pairs = int(b.heads_per_kv) * head_dim;
+  b.pages = page_tables + int64_t(row_seq[b.r]) * max_pages;
+  b.length = int64_t(positions[b.r]) + 1;
+  b.page_size = page_size;
+  b.page_stride = kv_heads * page_size * head_dim;
+  b.k_base = k_cache + b.g * page_size * head_dim;
+  b.v_base = v_cache + b.g * page_size * head_dim;
+  const float* q_rows = q + (b.r * heads + b.g * b.heads_per_kv) * head_dim;
+  for (int i = threadIdx.x; i < b.pairs; i += kThreads) b.query[i] = q_rows[i];
+  return b;
+}
 
-  float total[kMaxColumns], part[kMaxColumns];  // pair t + i * kThreads: head (.) / head_dim, column (.) % head_dim
-  float total_max = -INFINITY;                  // per head, kept by every thread that needs it
-#pragma unroll
-  for (int i = 0; i < kMaxColumns; ++i) total[i] = 0.0f;
-  if (t < heads_per_kv) total_sum[t] = 0.0f;
-
-  for (int64_t split = 0; split < length; split += kSplit) {
-    const int count = int(cuda::min64(kSplit, length - split));
-    // Scores of the split's positions into weights[j][p].
-    for (int first = 0; first < count; first += kTile) {
-      const int staged = min(kTile, count - first);
-      __syncthreads();  // the tile is free
-      stage(tile, k_base, pages, split + first, staged, page_size, page_stride, head_dim);
-      __syncthreads();
-      for (int64_t j = warp; j < heads_per_kv; j += kWarps) {
-        if (lane < staged) {
-          const float* key = tile + lane * (head_dim + 1);
-          const float* qj = query + j * head_dim;
-          float dot = 0.0f;
-          for (int i = 0; i < head_dim; ++i) dot = fmaf(qj[i], key[i], dot);
-          weights[j * kSplit + first + lane] = __fmul_rn(dot, scale);
-        }
-      }
-    }
+// One split, positions [split, split + count): per head its max score and the sum of
+// exp(score - max) into split_max and split_sum, and into `part` the thread's columns of
+// sum over positions in order of exp(score - max) * value. Starts and ends at a barrier.
+__device__ void attend_split(const Block& b, int64_t split, int count, float scale, float (&part)[kMaxColumns]) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32, head_dim = b.head_dim;
+  // Scores of the split's positions into weights[j][p].
+  for (int first = 0; first < count; first += kTile) {
+    const int staged = min(kTile, count - first);
+    __syncthreads();  // the tile is free
+    stage(b.tile, b.k_base, b.pages, split + first, staged, b.page_size, b.page_stride, head_dim);
     __syncthreads();
-    // Per head: the split's max, the weights and their sum; then the fold factors.
-    for (int64_t j = warp; j < heads_per_kv; j += kWarps) {
-      float* w = weights + j * kSplit;
-      float top = -INFINITY;
-      for (int p = lane; p < count; p += 32) top = fmaxf(top, w[p]);
-      top = cuda::warp_max(top);
-      float sum = 0.0f;
-      for (int p = lane; p < count; p += 32) {
-        const float e = expf(__fsub_rn(w[p], top));
-        w[p] = e;
-        sum = __fadd_rn(sum, e);
+    for (int64_t j = warp; j < b.heads_per_kv; j += kWarps) {
+      if (lane < staged) {
+        const float* key = b.tile + lane * (head_dim + 1);
+        const float* qj = b.query + j * head_dim;
+        float dot = 0.0f;
+        for (int i = 0; i < head_dim; ++i) dot = fmaf(qj[i], key[i], dot);
+        b.weights[j * kSplit + first + lane] = __fmul_rn(dot, scale);
       }
-      sum = cuda::warp_sum(sum);
-      if (lane == 0) split_max[j] = top, keep[j] = sum;  // keep[] holds the split's sum until the fold below
     }
+  }
+  __syncthreads();
+  // Per head: the split's max, the weights and their sum.
+  for (int64_t j = warp; j < b.heads_per_kv; j += kWarps) {
+    float* w = b.weights + j * kSplit;
+    float top = -INFINITY;
+    for (int p = lane; p < count; p += 32) top = fmaxf(top, w[p]);
+    top = cuda::warp_max(top);
+    float sum = 0.0f;
+    for (int p = lane; p < count; p += 32) {
+      const float e = expf(__fsub_rn(w[p], top));
+      w[p] = e;
+      sum = __fadd_rn(sum, e);
+    }
+    sum = cuda::warp_sum(sum);
+    if (lane == 0) b.split_max[j] = top, b.split_sum[j] = sum;
+  }
+  // Values: part = sum over the split's positions in order of weight * value.
+#pragma unroll
+  for (int i = 0; i < kMaxColumns; ++i) part[i] = 0.0f;
+  for (int first = 0; first < count; first += kTile) {
+    const int staged = min(kTile, count - first);
+    __syncthreads();  // the tile is free (and, the first time, the weights are written)
+    stage(b.tile, b.v_base, b.pages, split + first, staged, b.page_size, b.page_stride, head_dim);
     __syncthreads();
-    if (t < heads_per_kv) {
-      const float split_sum = keep[t];
-      const float new_max = fmaxf(total_max, split_max[t]);
-      keep[t] = expf(__fsub_rn(total_max, new_max));
-      add[t] = expf(__fsub_rn(split_max[t], new_max));
-      total_sum[t] = fmaf(total_sum[t], keep[t], __fmul_rn(split_sum, add[t]));
-      total_max = new_max;
-    }
-    // Values: part = sum over the split's positions in order of weight * value.
-#pragma unroll
-    for (int i = 0; i < kMaxColumns; ++i) part[i] = 0.0f;
-    for (int first = 0; first < count; first += kTile) {
-      const int staged = min(kTile, count - first);
-      __syncthreads();  // the tile is free (and, the first time, keep[] and add[] are written)
-      stage(tile, v_base, pages, split + first, staged, page_size, page_stride, head_dim);
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < kMaxColumns; ++i) {
-        const int pair = t + i * kThreads;
-        if (pair >= pairs) break;
-        const int j = pair / head_dim, c = pair % head_dim;
-        const float* w = weights + j * kSplit + first;
-        float acc = part[i];
-        for (int p = 0; p < staged; ++p) acc = fmaf(w[p], tile[p * (head_dim + 1) + c], acc);
-        part[i] = acc;
-      }
-    }
 #pragma unroll
     for (int i = 0; i < kMaxColumns; ++i) {
       const int pair = t + i * kThreads;
-      if (pair >= pairs) break;
-      const int j = pair / head_dim;
-      total[i] = fmaf(total[i], keep[j], __fmul_rn(part[i], add[j]));
+      if (pair >= b.pairs) break;
+      const int j = pair / head_dim, c = pair % head_dim;
+      const float* w = b.weights + j * kSplit + first;
+      float acc = part[i];
+      for (int p = 0; p < staged; ++p) acc = fmaf(w[p], b.tile[p * (head_dim + 1) + c], acc);
+      part[i] = acc;
     }
-    __syncthreads();  // keep[], add[] and weights[] are rewritten by the next split
   }
-  float* out_rows = out + (r * heads + g * heads_per_kv) * head_dim;
+  __syncthreads();
+}
+
+// The fold of one split into the running (max, sum, columns): the same arithmetic wherever it
+// runs, so the in-block and the split-parallel paths give the same bits.
+struct Fold {
+  float keep, add;
+};
+
+__device__ inline Fold fold(float& total_max, float& total_sum, float split_max, float split_sum) {
+  const float new_max = fmaxf(total_max, split_max);
+  const Fold f{expf(__fsub_rn(total_max, new_max)), expf(__fsub_rn(split_max, new_max))};
+  total_sum = fmaf(total_sum, f.keep, __fmul_rn(split_sum, f.add));
+  total_max = new_max;
+  return f;
+}
+
+__device__ inline float fold_column(float total, float part, const Fold& f) {
+  return fmaf(total, f.keep, __fmul_rn(part, f.add));
+}
+
+#define ATTENTION_ARGS                                                                                           \
+  const float *__restrict__ q, const float *__restrict__ k_cache, const float *__restrict__ v_cache,           \
+      const int32_t *positions, const int32_t *row_seq, const int32_t *page_tables, int64_t max_pages,          \
+      int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size
+#define ATTENTION_PASS q, k_cache, v_cache, positions, row_seq, page_tables, max_pages, heads, kv_heads, head_dim, page_size
+
+// One block per (row, KV head) walks every split in order.
+__global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, float scale, float* __restrict__ out) {
+  extern __shared__ float shared[];
+  const Block b = open_block(shared, blockIdx.x, ATTENTION_PASS);
+  const int t = threadIdx.x;
+  float total[kMaxColumns], part[kMaxColumns];
+  float total_max = -INFINITY;  // per head, kept by thread j for head j
+#pragma unroll
+  for (int i = 0; i < kMaxColumns; ++i) total[i] = 0.0f;
+  if (t < b.heads_per_kv) b.total_sum[t] = 0.0f;
+  for (int64_t split = 0; split < b.length; split += kSplit) {
+    attend_split(b, split, int(cuda::min64(kSplit, b.length - split)), scale, part);
+    if (t < b.heads_per_kv) {
+      const Fold f = fold(total_max, b.total_sum[t], b.split_max[t], b.split_sum[t]);
+      b.keep[t] = f.keep, b.add[t] = f.add;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kMaxColumns; ++i) {
+      const int pair = t + i * kThreads;
+      if (pair >= b.pairs) break;
+      const int j = pair / head_dim;
+      total[i] = fold_column(total[i], part[i], Fold{b.keep[j], b.add[j]});
+    }
+  }
+  __syncthreads();
+  float* out_rows = out + (b.r * heads + b.g * b.heads_per_kv) * head_dim;
 #pragma unroll
   for (int i = 0; i < kMaxColumns; ++i) {
     const int pair = t + i * kThreads;
-    if (pair >= pairs) break;
-    out_rows[pair] = total[i] / total_sum[pair / head_dim];
+    if (pair >= b.pairs) break;
+    out_rows[pair] = total[i] / b.total_sum[pair / head_dim];
+  }
+}
+
+// The split-parallel path for rounds of few rows, whose (row, KV head) blocks alone would leave
+// most of the GPU idle on long contexts: block (x, y) computes split y of (row, KV head) x into
+// `splits`, [block][split][H * (head_dim + 2)] (the max and sum per head, then the columns);
+// attention_fold_kernel folds them in order.
+__global__ void __launch_bounds__(kThreads)
+    attention_split_kernel(ATTENTION_ARGS, float scale, int64_t max_splits, float* __restrict__ splits) {
+  extern __shared__ float shared[];
+  const Block b = open_block(shared, blockIdx.x, ATTENTION_PASS);
+  const int64_t split = int64_t(blockIdx.y) * kSplit;
+  if (split >= b.length) return;  // the whole block leaves together
+  float part[kMaxColumns];
+  attend_split(b, split, int(cuda::min64(kSplit, b.length - split)), scale, part);
+  float* result = splits + (int64_t(blockIdx.x) * max_splits + blockIdx.y) * b.heads_per_kv * (head_dim + 2);
+  const int t = threadIdx.x;
+  if (t < b.heads_per_kv) result[2 * t] = b.split_max[t], result[2 * t + 1] = b.split_sum[t];
+#pragma unroll
+  for (int i = 0; i < kMaxColumns; ++i) {
+    const int pair = t + i * kThreads;
+    if (pair >= b.pairs) break;
+    result[2 * b.heads_per_kv + pair] = part[i];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t max_splits,
+                          const float* __restrict__ splits, float* __restrict__ out) {
+  const int64_t r = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads, heads_per_kv = heads / kv_heads;
+  const int64_t length = int64_t(positions[r]) + 1, stride = heads_per_kv * (head_dim + 2);
+  const int pairs = int(heads_per_kv) * head_dim;
+  float* out_rows = out + (r * heads + g * heads_per_kv) * head_dim;
+  for (int pair = threadIdx.x; pair < pairs; pair += kThreads) {
+    const int j = pair / head_dim;
+    float total = 0.0f, total_max = -INFINITY, total_sum = 0.0f;
+    const float* result = splits + int64_t(blockIdx.x) * max_splits * stride;
+    for (int64_t split = 0; split < length; split += kSplit, result += stride) {
+      const Fold f = fold(total_max, total_sum, result[2 * j], result[2 * j + 1]);
+      total = fold_column(total, result[2 * heads_per_kv + pair], f);
+    }
+    out_rows[pair] = total / total_sum;
   }
 }
 
@@ -171,14 +258,39 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
                 "attention: heads per KV head x head_dim over 4096, or too large for shared memory");
   static const bool opted_in = [] {
     LOCKSTEP_CUDA(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxShared)));
+    LOCKSTEP_CUDA(
+        cudaFuncSetAttribute(attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxShared)));
     return true;
   }();
   (void)opted_in;
-  enqueue(cuda::launch_key("attention_kernel", q, cache, rows, scale, out), [=](void* stream) {
-    attention_kernel<<<unsigned(n_rows * kv_heads), kThreads, shared, static_cast<cudaStream_t>(stream)>>>(
-        cuda::ptr<float>(q), cuda::ptr<float>(cache.k), cuda::ptr<float>(cache.v), cuda::ptr<int32_t>(rows.positions),
-        cuda::ptr<int32_t>(rows.row_seq), cuda::ptr<int32_t>(rows.page_tables), rows.page_tables.cols(), heads,
-        kv_heads, int(head_dim), cache.page_size(), scale, cuda::ptr<float>(out));
+  const int64_t max_pages = rows.page_tables.cols();
+  const int64_t max_splits = (max_pages * cache.page_size() + kSplit - 1) / kSplit;
+  const int64_t blocks = n_rows * kv_heads;
+  // Few (row, KV head) blocks and room for long rows: each split gets a block of its own.
+  const bool split_parallel = blocks <= kSplitParallelBlocks && max_splits > 1;
+  float* splits = nullptr;
+  if (split_parallel)
+    splits = static_cast<float*>(
+        scratch(kAttentionScratch, size_t(blocks * max_splits * (heads / kv_heads) * (head_dim + 2)) * sizeof(float)));
+  enqueue(cuda::launch_key("attention_kernel", q, cache, rows, scale, out, splits), [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    const float *q_at = cuda::ptr<float>(q), *k_at = cuda::ptr<float>(cache.k), *v_at = cuda::ptr<float>(cache.v);
+    const int32_t *positions = cuda::ptr<int32_t>(rows.positions), *row_seq = cuda::ptr<int32_t>(rows.row_seq);
+    const int32_t* page_tables = cuda::ptr<int32_t>(rows.page_tables);
+    if (!split_parallel) {
+      attention_kernel<<<unsigned(blocks), kThreads, shared, stream>>>(q_at, k_at, v_at, positions, row_seq,
+                                                                       page_tables, max_pages, heads, kv_heads,
+                                                                       int(head_dim), cache.page_size(), scale,
+                                                                       cuda::ptr<float>(out));
+      LOCKSTEP_LAUNCHED();
+      return;
+    }
+    attention_split_kernel<<<dim3(unsigned(blocks), unsigned(max_splits)), kThreads, shared, stream>>>(
+        q_at, k_at, v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim),
+        cache.page_size(), scale, max_splits, splits);
+    LOCKSTEP_LAUNCHED();
+    attention_fold_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(positions, heads, kv_heads, int(head_dim),
+                                                                     max_splits, splits, cuda::ptr<float>(out));
     LOCKSTEP_LAUNCHED();
   });
 }

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_matmul.cuh"
 #include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
@@ -66,6 +67,7 @@ CudaBackend::CudaBackend(int device) {
   LOCKSTEP_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
   LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
+  cuda::prepare_matmul_bf16();
   const char* graphs = std::getenv("LOCKSTEP_CUDA_GRAPHS");
   use_graphs_ = !(graphs && std::string(graphs) == "0");
 }

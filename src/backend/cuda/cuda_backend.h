@@ -89,11 +89,12 @@ class CudaBackend final : public Backend {
   void flush();
   // Device scratch that grows to the largest request and stays: slots 0-4 the MoE lists and
   // results, kMatmulScratch the activations the bf16 matmuls split, then the sampler's row
-  // settings and candidate lists.
+  // settings (and best keys) and candidate lists, then attention's split results.
   void* scratch(int slot, size_t bytes);
   static constexpr int kMatmulScratch = 5;
   static constexpr int kSampleSettingsScratch = 6;
   static constexpr int kSampleListsScratch = 7;
+  static constexpr int kAttentionScratch = 8;  // the split-parallel attention's per-split results
 
   void* stream_ = nullptr;  // cudaStream_t
   std::unique_ptr<cuda::RelaxedMatmul> relaxed_;

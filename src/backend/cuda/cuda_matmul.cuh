@@ -35,6 +35,8 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
                    void* workspace, cudaStream_t stream);
 size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
 
+// Sets the kernels' launch attributes (their shared memory); once, before any launch.
+void prepare_matmul_bf16();
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k);
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, cudaStream_t stream);

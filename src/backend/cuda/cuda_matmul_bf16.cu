@@ -67,17 +67,8 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
 }
 
-// hi and lo (as split_kernel makes them) of x_row[at .. at + 8), packed two to a word.
-__device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& hi, uint4& lo) {
-  float v[8];
-  if (k % 8 == 0 && at + 8 <= k) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(x_row + at));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(x_row + at) + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = at + i < k ? x_row[at + i] : 0.0f;
-  }
+// hi and lo (as split_kernel makes them) of eight values, packed two to a word.
+__device__ inline void split8(const float (&v)[8], uint4& hi, uint4& lo) {
   uint32_t h[4], l[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -91,9 +82,23 @@ __device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& 
   lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
+// Copies 16 bytes from global to shared memory, or zeros when !valid. ("memory": the compiler
+// keeps the lane's earlier shared reads of the slot before it.)
+__device__ inline void copy16(void* dst, const void* src, bool valid) {
+  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int kPending>
+__device__ inline void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // Eight weights from position `at` of a row; positions at or past k read as zero.
-__device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k, bool vector_ok) {
-  if (vector_ok && at + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(row + at));
+__device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k) {
   uint32_t word[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -104,18 +109,13 @@ __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k,
   return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
-// The lane's weights of blocks b .. b + 3 (zero past b_end) for its two columns.
-__device__ inline void load_blocks(uint4 (&wa)[4], uint4 (&wb)[4], const __nv_bfloat16* w_a, const __nv_bfloat16* w_b,
-                                   int b, int b_end, int t, int64_t k, bool vector_ok) {
+// Eight x values from position `at` of a row as two 16-byte pieces; zero at or past k.
+__device__ inline void load_x8(const float* row, int64_t at, int64_t k, uint4& a, uint4& b) {
+  float v[8];
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const int64_t at = int64_t(b + u) * kBlockK + t * 8;
-    wa[u] = wb[u] = make_uint4(0, 0, 0, 0);
-    if (b + u < b_end) {
-      wa[u] = load_w8(w_a, at, k, vector_ok);
-      wb[u] = load_w8(w_b, at, k, vector_ok);
-    }
-  }
+  for (int i = 0; i < 8; ++i) v[i] = at + i < k ? row[at + i] : 0.0f;
+  a = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+  b = make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
 }
 
 // d += a * b over one m16n8k16 step (bf16 in, f32 accumulate).
@@ -146,6 +146,20 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
   return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
 }
 
+// The round kernel's staging: each lane copies the 16-byte pieces it will read (its two weight
+// rows' eight positions of a block and, when it splits x itself, its x row's eight f32 of each
+// tile) into its own places of a ring of kDepth blocks in shared memory, kDepth - 1 blocks ahead
+// of the block it multiplies. No lane reads another's pieces, so a lane's own
+// cp.async.wait_group is the only wait. (The ring keeps many more bytes in flight than
+// registers could without spilling.) A piece's place is [slot][piece][lane], so a quarter warp
+// reads 128 contiguous bytes.
+template <int kTiles, bool kDirect>
+struct RoundRing {
+  static constexpr int kPieces = 2 + (kDirect ? 2 * kTiles : 0);
+  static constexpr int kDepth = kDirect ? (kTiles == 1 ? 6 : 4) : 8;
+  static constexpr size_t kWarpBytes = size_t(kDepth) * kPieces * 32 * sizeof(uint4);
+};
+
 // kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
 // g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
 // kDirect: the lanes split their own x values from `x` (narrow launches, which then need no
@@ -155,11 +169,14 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ x_hi,
                        const __nv_bfloat16* __restrict__ x_lo, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ out, int64_t k, int64_t m, MatmulRows rows) {
+  using Ring = RoundRing<kTiles, kDirect>;
   constexpr int kGroupRows = kTiles * 8;
   __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
+  extern __shared__ uint4 ring_memory[];
   const Runs runs = k_runs(k);
   const int64_t kpad = int64_t(runs.blocks) * kBlockK;
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint4* ring = ring_memory + size_t(run) * Ring::kDepth * Ring::kPieces * 32;  // this warp's
 
   const BlockRows mine = block_rows(rows, w, int64_t(kRowGroupsPerBlock) * kGroupRows);
   if (mine.first >= mine.last) return;  // the whole block leaves together
@@ -169,7 +186,8 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const int64_t col0 = int64_t(blockIdx.x) * kTileCols;
   const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
   const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
-  const bool vector_ok = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
+  const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
+  const bool x_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int b_begin = run * runs.per_run;
   const int b_end = min(runs.blocks, b_begin + runs.per_run);
 
@@ -183,36 +201,70 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       const int64_t entry = group + min(8 * j + g, group_rows - 1);
       x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * (kDirect ? k : kpad));
     }
+    // Stages block b (nothing past the run's end) into ring slot `slot`, as one copy group.
+    auto stage = [&](int b, int slot) {
+      uint4* piece = ring + size_t(slot) * Ring::kPieces * 32 + lane;
+      const int64_t at = int64_t(b) * kBlockK + t * 8;
+      if (b < b_end) {
+        if (w_async) {
+          copy16(piece, w_a + (at < k ? at : 0), at < k);
+          copy16(piece + 32, w_b + (at < k ? at : 0), at < k);
+        } else {
+          piece[0] = load_w8(w_a, at, k);
+          piece[32] = load_w8(w_b, at, k);
+        }
+        if constexpr (kDirect) {
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j) {
+            if (j >= tiles) break;
+            uint4* xp = piece + 64 + 64 * j;
+            if (x_async) {
+              copy16(xp, x + x_row[j] + (at < k ? at : 0), at < k);
+              copy16(xp + 32, x + x_row[j] + (at < k ? at + 4 : 0), at < k);
+            } else {
+              load_x8(x + x_row[j], at, k, xp[0], xp[32]);
+            }
+          }
+        }
+      }
+      commit_copies();
+    };
+#pragma unroll 1
+    for (int s = 0; s < Ring::kDepth; ++s) stage(b_begin + s, s);
+
     float acc[kTiles][4];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
-    for (int b = b_begin; b < b_end; b += 4) {
-      // Up to four blocks' weights in flight before their products. (Loading the next four
-      // while these multiply spilled registers and made rounds slower: measured.)
-      uint4 wa[4], wb[4];
-      load_blocks(wa, wb, w_a, w_b, b, b_end, t, k, vector_ok);
+    int slot = 0;
+    for (int b = b_begin; b < b_end; ++b) {
+      wait_copies<Ring::kDepth - 1>();  // block b is in
+      const uint4* piece = ring + size_t(slot) * Ring::kPieces * 32 + lane;
+      const uint4 wa = piece[0], wb = piece[32];
+      const int64_t at = int64_t(b) * kBlockK + t * 8;
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (b + u >= b_end) break;
-        const int64_t at = int64_t(b + u) * kBlockK + t * 8;
-#pragma unroll
-        for (int j = 0; j < kTiles; ++j) {
-          if (j >= tiles) break;
-          uint4 h, l;
-          if constexpr (kDirect) {
-            split8(x + x_row[j], at, k, h, l);
-          } else {
-            h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
-            l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
-          }
-          mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, h.x, h.y);
-          mma(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, l.x, l.y);
-          mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, h.z, h.w);
-          mma(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, l.z, l.w);
+      for (int j = 0; j < kTiles; ++j) {
+        if (j >= tiles) break;
+        uint4 h, l;
+        if constexpr (kDirect) {
+          const uint4 a = piece[64 + 64 * j], c = piece[96 + 64 * j];
+          const float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z),
+                              __uint_as_float(a.w), __uint_as_float(c.x), __uint_as_float(c.y),
+                              __uint_as_float(c.z), __uint_as_float(c.w)};
+          split8(v, h, l);
+        } else {
+          h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
+          l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
         }
+        mma(acc[j], wa.x, wb.x, wa.y, wb.y, h.x, h.y);
+        mma(acc[j], wa.x, wb.x, wa.y, wb.y, l.x, l.y);
+        mma(acc[j], wa.z, wb.z, wa.w, wb.w, h.z, h.w);
+        mma(acc[j], wa.z, wb.z, wa.w, wb.w, l.z, l.w);
       }
+      // The slot's values are in registers and used: refill it kDepth blocks ahead.
+      stage(b + Ring::kDepth, slot);
+      slot = slot + 1 == Ring::kDepth ? 0 : slot + 1;
     }
+    wait_copies<0>();  // the empty groups past the run's end
     // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
@@ -253,12 +305,6 @@ struct TiledStage {
   __nv_bfloat16 lo[kTiledRows][kBlockK];
 };
 
-// Copies 16 bytes from global to shared memory, or zeros when !valid.
-__device__ inline void copy16(void* dst, const void* src, bool valid) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0));
-}
-
 __global__ void __launch_bounds__(256, 1)
     matmul_bf16_tiled_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
                              const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
@@ -295,7 +341,7 @@ __global__ void __launch_bounds__(256, 1)
           copy16(&st.lo[row][part * 8], x_lo + (in ? offset : 0), in);
         }
       }
-      asm volatile("cp.async.commit_group;\n" ::);
+      commit_copies();
     };
     __syncthreads();  // the previous tile's stages are read
 #pragma unroll
@@ -303,7 +349,7 @@ __global__ void __launch_bounds__(256, 1)
 
     float acc[2][4][4], total[2][4][4];
     for (int b = 0; b < runs.blocks; ++b) {
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+      wait_copies<kStages - 2>();
       __syncthreads();  // block b is in; the stage block b - 1 used is free
       stage_block(b + kStages - 1, stages[(b + kStages - 1) % kStages]);
       const TiledStage& st = stages[b % kStages];
@@ -330,7 +376,7 @@ __global__ void __launch_bounds__(256, 1)
         }
       }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    wait_copies<0>();
     // total[f][j]: columns g and g + 8 of fragment f, rows 2t and 2t + 1 of row tile j.
 #pragma unroll
     for (int f = 0; f < 2; ++f) {
@@ -357,11 +403,27 @@ void launch_tiles(const float* x, const __nv_bfloat16* hi, const __nv_bfloat16* 
                          ? unsigned(rows.groups)
                          : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
   dim3 grid(blocks_for(m, kTileCols), y);
-  matmul_bf16_kernel<kTiles, kDirect><<<grid, k_runs(k).count * 32, 0, stream>>>(x, hi, lo, w, out, k, m, rows);
+  const int warps = k_runs(k).count;
+  const size_t ring = size_t(warps) * RoundRing<kTiles, kDirect>::kWarpBytes;
+  matmul_bf16_kernel<kTiles, kDirect><<<grid, warps * 32, ring, stream>>>(x, hi, lo, w, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 
+// Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
+template <int kTiles, bool kDirect>
+void allow_ring() {
+  const size_t ring = size_t(kMaxRuns) * RoundRing<kTiles, kDirect>::kWarpBytes;
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles, kDirect>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring)));
+}
+
 }  // namespace
+
+void prepare_matmul_bf16() {
+  allow_ring<1, true>();
+  allow_ring<2, true>();
+  allow_ring<8, false>();
+}
 
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
   return size_t(2) * size_t(x_rows) * size_t(padded_k(k)) * sizeof(__nv_bfloat16);

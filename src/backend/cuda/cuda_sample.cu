@@ -190,23 +190,45 @@ __device__ uint64_t smallest_key(Shared& s, const Candidate* list, int n, uint64
   return best;
 }
 
-// One block per row. lists: 3 * vocab candidates per row (all, and the two work lists); only
-// rows that sample (temperature > 0) touch them, so a greedy-only launch may pass none.
-__global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings, Candidate* lists,
-                              int32_t* ids) {
+__device__ unsigned long long warp_max_key(unsigned long long v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The argmax, split over kBestParts blocks per row: best[row][part] = the best key of the part's
+// logits above -inf (NaN fails the test), 0 if none. A max of distinct keys does not depend on
+// how the row is cut.
+constexpr int kBestParts = 32;
+constexpr int kBestThreads = 256;
+
+__global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned long long* best_keys) {
+  __shared__ unsigned long long warp_best[kBestThreads / 32];
+  const float* x = logits + int64_t(blockIdx.y) * vocab;
+  const int64_t part = (vocab + kBestParts - 1) / kBestParts;
+  const int64_t begin = int64_t(blockIdx.x) * part, end = cuda::min64(vocab, begin + part);
+  unsigned long long best = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kBestThreads)
+    if (x[i] > -INFINITY) best = max(best, (unsigned long long)rank_key(x[i], int32_t(i)));
+  best = warp_max_key(best);
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kBestThreads / 32; ++w) best = max(best, warp_best[w]);
+    best_keys[int64_t(blockIdx.y) * kBestParts + blockIdx.x] = best;
+  }
+}
+
+// One block per row, after best_key_kernel. lists: 3 * vocab candidates per row (all, and the
+// two work lists); only rows that sample (temperature > 0) touch them, so a greedy-only launch
+// may pass none.
+__global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings,
+                              const unsigned long long* best_keys, Candidate* lists, int32_t* ids) {
   __shared__ Shared s;
   const float* x = logits + int64_t(blockIdx.x) * vocab;
   const RowSettings row = settings[blockIdx.x];
 
-  // The argmax: the best key over logits above -inf (NaN fails the test).
-  if (threadIdx.x == 0) s.best = 0;
-  __syncthreads();
   unsigned long long best = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
-    if (x[i] > -INFINITY) best = max(best, (unsigned long long)rank_key(x[i], int32_t(i)));
-  atomicMax(&s.best, best);
-  __syncthreads();
-  best = s.best;
+  for (int part = 0; part < kBestParts; ++part) best = max(best, best_keys[int64_t(blockIdx.x) * kBestParts + part]);
   if (best == 0 || row.temperature == 0.0) {  // greedy, or every logit NaN or -inf: token 0
     if (threadIdx.x == 0) ids[blockIdx.x] = best == 0 ? 0 : key_id(best);
     return;
@@ -269,15 +291,23 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
   Tensor settings;
   settings.dtype = DType::i32;
   settings.shape = {int64_t(sizeof(RowSettings) / 4) * n};
-  settings.data = scratch(kSampleSettingsScratch, settings.bytes());
+  // The settings, then each row's best keys by part.
+  auto* settings_at = static_cast<char*>(
+      scratch(kSampleSettingsScratch, settings.bytes() + size_t(n) * kBestParts * sizeof(unsigned long long)));
+  settings.data = settings_at;
+  auto* best_keys = reinterpret_cast<unsigned long long*>(settings_at + settings.bytes());
   upload(settings, host.data());
   auto* lists = any_sampled ? static_cast<Candidate*>(
                                   scratch(kSampleListsScratch, size_t(n * 3 * vocab) * sizeof(Candidate)))
                             : nullptr;
-  enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* stream) {
-    sample_kernel<<<unsigned(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        cuda::ptr<float>(logits), vocab, static_cast<const RowSettings*>(settings.data), lists,
-        cuda::ptr<int32_t>(ids));
+  enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* s) {
+    auto stream = static_cast<cudaStream_t>(s);
+    best_key_kernel<<<dim3(kBestParts, unsigned(n)), kBestThreads, 0, stream>>>(cuda::ptr<float>(logits), vocab,
+                                                                                 best_keys);
+    LOCKSTEP_LAUNCHED();
+    sample_kernel<<<unsigned(n), kThreads, 0, stream>>>(cuda::ptr<float>(logits), vocab,
+                                                        static_cast<const RowSettings*>(settings.data), best_keys,
+                                                        lists, cuda::ptr<int32_t>(ids));
     LOCKSTEP_LAUNCHED();
   });
 }
