@@ -49,6 +49,12 @@ struct LevelResult {
   return request;
 }
 
+// The most tokens a stream can get before every stream has filled: one per step of the others'
+// fills (each prompt takes prompt / chunk fill steps, rounded up).
+[[maybe_unused]] int64_t lead_tokens(const Flags& flags, int streams) {
+  return int64_t(streams) * ((flags.prompt + flags.chunk - 1) / flags.chunk);
+}
+
 // Starts `streams` requests, fills them all, then times `rounds` rounds in which every stream
 // decodes (each asks for more tokens than the rounds give, so none ends inside the window);
 // counts instead of timing when the backend counts. Returns decode tok/s over those rounds.
@@ -59,7 +65,7 @@ struct LevelResult {
   std::vector<int64_t> got(size_t(streams), 0);
   for (int i = 0; i < streams; ++i) {
     auto submitted =
-        host.submit(random_request(rng, flags.prompt, streams + rounds + 8, model.info().vocab_size),
+        host.submit(random_request(rng, flags.prompt, lead_tokens(flags, streams) + rounds + 8, model.info().vocab_size),
                     {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
     if (!submitted.handle) {
       std::fprintf(stderr, "gpu_bench: %s\n", submitted.error->message.c_str());
@@ -179,9 +185,9 @@ int main(int argc, char** argv) {
   for (int level : flags.levels) max_level = std::max(max_level, level);
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, max_level);
-  // A stream holds its prompt, the tokens of the rounds before every stream has filled (at
-  // most one per stream), the timed rounds and a margin.
-  const int64_t stream_length = flags.prompt + max_level + flags.tokens + 16;
+  // A stream holds its prompt, the tokens of the rounds before every stream has filled, the
+  // timed rounds and a margin.
+  const int64_t stream_length = flags.prompt + lead_tokens(flags, max_level) + flags.tokens + 16;
   options.max_context = std::max(flags.fill, stream_length) + 16;
   options.page_size = 16;
   const int64_t per_stream = (stream_length + 32) / 16 + 1;

@@ -170,6 +170,7 @@ __device__ inline float fold_column(float total, float part, const Fold& f) {
 
 // One block per (row, KV head) walks every split in order.
 __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, float scale, float* __restrict__ out) {
+  cuda::allow_early_launch();
   extern __shared__ float shared[];
   const Block b = open_block(shared, blockIdx.x, ATTENTION_PASS);
   const int t = threadIdx.x;
@@ -229,6 +230,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t max_splits,
                           const float* __restrict__ splits, float* __restrict__ out) {
+  cuda::allow_early_launch();
   const int64_t r = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads, heads_per_kv = heads / kv_heads;
   const int64_t length = int64_t(positions[r]) + 1, stride = heads_per_kv * (head_dim + 2);
   const int pairs = int(heads_per_kv) * head_dim;

@@ -27,6 +27,14 @@ void require(bool condition, const char* what) {
   std::abort();
 }
 
+bool early_launches_on() {
+  static const bool on = [] {
+    const char* value = std::getenv("LOCKSTEP_CUDA_EARLY");
+    return !(value && std::string(value) == "0");
+  }();
+  return on;
+}
+
 }  // namespace cuda
 
 bool cuda_device_available(std::string* why) {

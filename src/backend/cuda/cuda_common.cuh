@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "backend/backend.h"
 #include "tensor/tensor.h"
@@ -75,6 +76,33 @@ __device__ inline float block_max(float v, float* shared) {
 }
 
 __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Programmatic dependent launch (sm_90): a kernel launched with launch_early may start while
+// the kernel before it still runs, and must call wait_for_inputs() before it reads anything
+// that kernel (or any before it) wrote. Every block calls it before it ends, so the launch
+// never completes before the kernels it follows. In a kernel not launched early it returns at
+// once. allow_early_launch() lets the next kernel start before this one's blocks end.
+__device__ inline void wait_for_inputs() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ inline void allow_early_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+// LOCKSTEP_CUDA_EARLY=0 launches these kernels plainly (to measure what early launches gain).
+bool early_launches_on();
+
+template <class... Params, class... Args>
+void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                  Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = early_launches_on() ? 1 : 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  LOCKSTEP_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
 
 __device__ inline float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ inline float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }

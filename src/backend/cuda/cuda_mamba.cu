@@ -196,6 +196,7 @@ constexpr int kNormThreads = 256;
 // One block per (row, group): out = weight * rms_norm_per_group(x * silu(gate)).
 __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const float* weight, int64_t d, int64_t groups,
                                       float eps, float* out) {
+  cuda::allow_early_launch();
   __shared__ float reduce[kNormThreads / 32];
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups, size = d / groups;
   const int64_t base = r * d + g * size;

@@ -61,14 +61,24 @@ __device__ inline void split(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
 // hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad.
 __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
                              __nv_bfloat16* lo) {
+  allow_early_launch();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
   split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
 }
 
-// hi and lo (as split_kernel makes them) of eight values, packed two to a word.
-__device__ inline void split8(const float (&v)[8], uint4& hi, uint4& lo) {
+// hi and lo (as split_kernel makes them) of x_row[at .. at + 8), packed two to a word.
+__device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& hi, uint4& lo) {
+  float v[8];
+  if (k % 8 == 0 && at + 8 <= k) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(x_row + at));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(x_row + at) + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = at + i < k ? x_row[at + i] : 0.0f;
+  }
   uint32_t h[4], l[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -109,15 +119,6 @@ __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k)
   return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
-// Eight x values from position `at` of a row as two 16-byte pieces; zero at or past k.
-__device__ inline void load_x8(const float* row, int64_t at, int64_t k, uint4& a, uint4& b) {
-  float v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = at + i < k ? row[at + i] : 0.0f;
-  a = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-  b = make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
-}
-
 // d += a * b over one m16n8k16 step (bf16 in, f32 accumulate).
 __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                            uint32_t b1) {
@@ -146,19 +147,16 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
   return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
 }
 
-// The round kernel's staging: each lane copies the 16-byte pieces it will read (its two weight
-// rows' eight positions of a block and, when it splits x itself, its x row's eight f32 of each
-// tile) into its own places of a ring of kDepth blocks in shared memory, kDepth - 1 blocks ahead
-// of the block it multiplies. No lane reads another's pieces, so a lane's own
-// cp.async.wait_group is the only wait. (The ring keeps many more bytes in flight than
-// registers could without spilling.) A piece's place is [slot][piece][lane], so a quarter warp
-// reads 128 contiguous bytes.
-template <int kTiles, bool kDirect>
-struct RoundRing {
-  static constexpr int kPieces = 2 + (kDirect ? 2 * kTiles : 0);
-  static constexpr int kDepth = kDirect ? (kTiles == 1 ? 6 : 4) : 8;
-  static constexpr size_t kWarpBytes = size_t(kDepth) * kPieces * 32 * sizeof(uint4);
-};
+// The round kernel's staging: each lane copies the two 16-byte pieces of weights it will read
+// (its two weight rows' eight positions of a block) into its own places of a ring of kRing
+// blocks in shared memory, kRing - 1 blocks ahead of the block it multiplies. No lane reads
+// another's pieces, so a lane's own cp.async.wait_group is the only wait. (The ring keeps
+// more bytes in flight than registers could without spilling.) A piece's place is
+// [slot][piece][lane], so a quarter warp reads 128 contiguous bytes. x is read through L1:
+// every block of the launch reads the same rows, which cp.async (L2 only) would fetch again
+// and again from the few L2 slices that hold them (measured: rounds 3 to 6 times slower).
+constexpr int kRing = 8;
+constexpr size_t kRingWarpBytes = size_t(kRing) * 2 * 32 * sizeof(uint4);
 
 // kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
 // g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
@@ -169,17 +167,25 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ x_hi,
                        const __nv_bfloat16* __restrict__ x_lo, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ out, int64_t k, int64_t m, MatmulRows rows) {
-  using Ring = RoundRing<kTiles, kDirect>;
+  allow_early_launch();
   constexpr int kGroupRows = kTiles * 8;
   __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
   extern __shared__ uint4 ring_memory[];
   const Runs runs = k_runs(k);
   const int64_t kpad = int64_t(runs.blocks) * kBlockK;
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint4* ring = ring_memory + size_t(run) * Ring::kDepth * Ring::kPieces * 32;  // this warp's
+  uint4* ring = ring_memory + size_t(run) * kRing * 2 * 32 + lane;  // this lane's first place
 
+  // Launched early (launch_early): a plain launch knows its rows and weights from its
+  // arguments and stages its first weights before it waits for x; a grouped one reads its group
+  // from the expert list, so it waits first.
+  const bool plain = !rows.segments && !rows.in_rows && !rows.out_rows;
+  if (!plain) wait_for_inputs();
   const BlockRows mine = block_rows(rows, w, int64_t(kRowGroupsPerBlock) * kGroupRows);
-  if (mine.first >= mine.last) return;  // the whole block leaves together
+  if (mine.first >= mine.last) {  // the whole block leaves together
+    wait_for_inputs();
+    return;
+  }
   const int64_t first = mine.first, last = mine.last;
   const __nv_bfloat16* w_group = mine.w;
 
@@ -187,13 +193,30 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
   const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
   const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
-  const bool x_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int b_begin = run * runs.per_run;
   const int b_end = min(runs.blocks, b_begin + runs.per_run);
+  // Stages block b (nothing past the run's end) into ring slot `slot`, as one copy group.
+  auto stage = [&](int b, int slot) {
+    uint4* place = ring + slot * 64;
+    const int64_t at = int64_t(b) * kBlockK + t * 8;
+    if (b < b_end) {
+      if (w_async) {
+        copy16(place, w_a + (at < k ? at : 0), at < k);
+        copy16(place + 32, w_b + (at < k ? at : 0), at < k);
+      } else {
+        place[0] = load_w8(w_a, at, k);
+        place[32] = load_w8(w_b, at, k);
+      }
+    }
+    commit_copies();
+  };
 
   for (int64_t group = first; group < last; group += kGroupRows) {
     const int group_rows = int(min64(kGroupRows, last - group));
     const int tiles = (group_rows + 7) / 8;
+#pragma unroll 1
+    for (int s = 0; s < kRing; ++s) stage(b_begin + s, s);
+    if (group == first) wait_for_inputs();
     // This lane's x row in each tile (the last row stands in for rows past the end).
     uint32_t x_row[kTiles];  // element offsets: the split buffers hold under 2^32 elements
 #pragma unroll
@@ -201,56 +224,21 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       const int64_t entry = group + min(8 * j + g, group_rows - 1);
       x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * (kDirect ? k : kpad));
     }
-    // Stages block b (nothing past the run's end) into ring slot `slot`, as one copy group.
-    auto stage = [&](int b, int slot) {
-      uint4* piece = ring + size_t(slot) * Ring::kPieces * 32 + lane;
-      const int64_t at = int64_t(b) * kBlockK + t * 8;
-      if (b < b_end) {
-        if (w_async) {
-          copy16(piece, w_a + (at < k ? at : 0), at < k);
-          copy16(piece + 32, w_b + (at < k ? at : 0), at < k);
-        } else {
-          piece[0] = load_w8(w_a, at, k);
-          piece[32] = load_w8(w_b, at, k);
-        }
-        if constexpr (kDirect) {
-#pragma unroll
-          for (int j = 0; j < kTiles; ++j) {
-            if (j >= tiles) break;
-            uint4* xp = piece + 64 + 64 * j;
-            if (x_async) {
-              copy16(xp, x + x_row[j] + (at < k ? at : 0), at < k);
-              copy16(xp + 32, x + x_row[j] + (at < k ? at + 4 : 0), at < k);
-            } else {
-              load_x8(x + x_row[j], at, k, xp[0], xp[32]);
-            }
-          }
-        }
-      }
-      commit_copies();
-    };
-#pragma unroll 1
-    for (int s = 0; s < Ring::kDepth; ++s) stage(b_begin + s, s);
 
     float acc[kTiles][4];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     int slot = 0;
     for (int b = b_begin; b < b_end; ++b) {
-      wait_copies<Ring::kDepth - 1>();  // block b is in
-      const uint4* piece = ring + size_t(slot) * Ring::kPieces * 32 + lane;
-      const uint4 wa = piece[0], wb = piece[32];
+      wait_copies<kRing - 1>();  // block b is in
+      const uint4 wa = ring[slot * 64], wb = ring[slot * 64 + 32];
       const int64_t at = int64_t(b) * kBlockK + t * 8;
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         if (j >= tiles) break;
         uint4 h, l;
         if constexpr (kDirect) {
-          const uint4 a = piece[64 + 64 * j], c = piece[96 + 64 * j];
-          const float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z),
-                              __uint_as_float(a.w), __uint_as_float(c.x), __uint_as_float(c.y),
-                              __uint_as_float(c.z), __uint_as_float(c.w)};
-          split8(v, h, l);
+          split8(x + x_row[j], at, k, h, l);
         } else {
           h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
           l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
@@ -260,9 +248,9 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
         mma(acc[j], wa.z, wb.z, wa.w, wb.w, h.z, h.w);
         mma(acc[j], wa.z, wb.z, wa.w, wb.w, l.z, l.w);
       }
-      // The slot's values are in registers and used: refill it kDepth blocks ahead.
-      stage(b + Ring::kDepth, slot);
-      slot = slot + 1 == Ring::kDepth ? 0 : slot + 1;
+      // The slot's weights are in registers and used: refill it kRing blocks ahead.
+      stage(b + kRing, slot);
+      slot = slot + 1 == kRing ? 0 : slot + 1;
     }
     wait_copies<0>();  // the empty groups past the run's end
     // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
@@ -404,15 +392,15 @@ void launch_tiles(const float* x, const __nv_bfloat16* hi, const __nv_bfloat16* 
                          : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
   dim3 grid(blocks_for(m, kTileCols), y);
   const int warps = k_runs(k).count;
-  const size_t ring = size_t(warps) * RoundRing<kTiles, kDirect>::kWarpBytes;
-  matmul_bf16_kernel<kTiles, kDirect><<<grid, warps * 32, ring, stream>>>(x, hi, lo, w, out, k, m, rows);
-  LOCKSTEP_LAUNCHED();
+  const size_t ring = size_t(warps) * kRingWarpBytes;
+  launch_early(matmul_bf16_kernel<kTiles, kDirect>, grid, dim3(warps * 32), ring, stream, x, hi, lo, w, out, k, m,
+               rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
 template <int kTiles, bool kDirect>
 void allow_ring() {
-  const size_t ring = size_t(kMaxRuns) * RoundRing<kTiles, kDirect>::kWarpBytes;
+  const size_t ring = size_t(kMaxRuns) * kRingWarpBytes;
   LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles, kDirect>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring)));
 }

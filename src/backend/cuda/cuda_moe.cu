@@ -36,6 +36,7 @@ __device__ void top_indices(const float* values, int n, int k, int32_t* out) {
 
 __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n, int experts,
                                  int k, int32_t* ids, float* weights) {
+  cuda::allow_early_launch();
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n) return;
   float score[kMaxExperts], choice[kMaxExperts], group_score[kMaxGroups];
@@ -77,6 +78,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
 template <int kPerLane>
 __global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
                                       int experts, int k, int32_t* ids, float* weights) {
+  cuda::allow_early_launch();
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= n) return;  // whole warps leave together
@@ -128,41 +130,57 @@ __global__ void moe_route_warp_kernel(const float* logits, const float* bias, Mo
   }
 }
 
-// Lists the slots (row * k + rank) expert by expert, in slot order within an expert:
-// segments[e] .. segments[e + 1] are expert e's entries; slot_of[i] and row_of[i] the slot
-// and token row of entry i. active[0 ..) lists the experts with entries in expert order, then
-// -1 up to `launched` entries, so the expert matmuls launch one block row per possible expert
-// rather than per expert. One block; thread e walks all slots for expert e.
-__global__ void moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int launched,
-                                int32_t* segments, int32_t* active, int32_t* slot_of, int32_t* row_of) {
-  __shared__ int32_t counts[kMaxExperts + 1];
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    int32_t count = 0;
-    for (int64_t s = 0; s < slots; ++s) count += ids[s] == e;
-    counts[e] = count;
+// An exclusive prefix sum over the block (one value per thread, kMaxExperts threads); `total`
+// gets the sum. Integer adds: exact in any order.
+__device__ int32_t block_exclusive_sum(int32_t v, int32_t* warp_sums, int32_t& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int32_t inclusive = v;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
   }
+  __syncthreads();  // warp_sums is free
+  if (lane == 31) warp_sums[warp] = inclusive;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t total = 0, used = 0;
-    for (int e = 0; e < experts; ++e) {
-      int32_t count = counts[e];
-      if (count > 0 && used < launched) active[used++] = e;
-      counts[e] = total;
-      segments[e] = total;
-      total += count;
-    }
-    segments[experts] = total;
-    for (int i = used; i < launched; ++i) active[i] = -1;
+  int32_t before = 0;
+  total = 0;
+  for (int w = 0; w < kMaxExperts / 32; ++w) {
+    if (w < warp) before += warp_sums[w];
+    total += warp_sums[w];
   }
+  return before + inclusive - v;
+}
+
+// Lists the slots (row * k + rank) expert by expert: segments[e] .. segments[e + 1] are expert
+// e's entries; slot_of[i] and row_of[i] the slot and token row of entry i. Within an expert the
+// entries are in whatever order the atomics give: each entry's matmul row is computed from its
+// own x row alone (row-invariant), so the order changes no bit of any result. active[0 ..)
+// lists the experts with entries in expert order, then -1 up to `launched` entries, so the
+// expert matmuls launch one block row per possible expert rather than per expert. One block of
+// kMaxExperts threads: counts by shared atomics, then prefix sums, then placement.
+__global__ void __launch_bounds__(kMaxExperts)
+    moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int launched, int32_t* segments,
+                    int32_t* active, int32_t* slot_of, int32_t* row_of) {
+  cuda::allow_early_launch();
+  __shared__ int32_t counts[kMaxExperts], cursor[kMaxExperts], warp_sums[kMaxExperts / 32];
+  const int e = threadIdx.x;
+  counts[e] = 0;
   __syncthreads();
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    int32_t at = counts[e];
-    for (int64_t s = 0; s < slots; ++s) {
-      if (ids[s] != e) continue;
-      slot_of[at] = int32_t(s);
-      row_of[at] = int32_t(s / k);
-      ++at;
-    }
+  for (int64_t s = threadIdx.x; s < slots; s += kMaxExperts) atomicAdd(&counts[ids[s]], 1);
+  __syncthreads();
+  const int32_t count = e < experts ? counts[e] : 0;
+  int32_t total = 0, used = 0;
+  const int32_t first = block_exclusive_sum(count, warp_sums, total);
+  const int32_t rank = block_exclusive_sum(count > 0 ? 1 : 0, warp_sums, used);
+  if (e < experts) segments[e] = first, cursor[e] = first;
+  if (e == 0) segments[experts] = total;
+  if (count > 0 && rank < launched) active[rank] = e;
+  for (int i = used + e; i < launched; i += kMaxExperts) active[i] = -1;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s < slots; s += kMaxExperts) {
+    const int32_t at = atomicAdd(&cursor[ids[s]], 1);
+    slot_of[at] = int32_t(s);
+    row_of[at] = int32_t(s / k);
   }
 }
 
@@ -234,7 +252,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                        workspace);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    moe_list_kernel<<<1, 256, 0, stream>>>(id, slots, int(k), int(experts), int(launched), segments, active, slot_of,
+    moe_list_kernel<<<1, kMaxExperts, 0, stream>>>(id, slots, int(k), int(experts), int(launched), segments, active, slot_of,
                                            row_of);
     LOCKSTEP_LAUNCHED();
     cuda::MatmulRows rows;

@@ -22,14 +22,20 @@ __global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, f
   out[i] = bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[at]) : static_cast<const float*>(table)[at];
 }
 
-__global__ void rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
-  __shared__ float shared[kThreads / 32];
+// A block of kNormThreads per row: a row of a few thousand values is then one load per thread,
+// so the norm costs about one memory round trip rather than one per 256 values.
+constexpr int kNormThreads = 1024;
+
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
+  cuda::allow_early_launch();
+  __shared__ float shared[kNormThreads / 32];
   const float* row = x + int64_t(blockIdx.x) * d;
   float* o = out + int64_t(blockIdx.x) * d;
   float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) sum = fmaf(row[i], row[i], sum);
-  float inv = 1.0f / sqrtf(cuda::block_sum<kThreads>(sum, shared) / float(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) o[i] = (row[i] * inv) * w[i];
+  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) sum = fmaf(row[i], row[i], sum);
+  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
@@ -38,6 +44,7 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t 
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  cuda::allow_early_launch();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
 }
@@ -61,6 +68,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 
 __global__ void relu_squared_kernel(const float* x, float* out, int64_t n) {
+  cuda::allow_early_launch();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float v = fmaxf(x[i], 0.0f);
@@ -161,6 +169,7 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, float* o
 }
 
 __global__ void copy_columns_kernel(const float* x, int64_t d, int64_t begin, float* out, int64_t n, int64_t w) {
+  cuda::allow_early_launch();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n * w) out[i] = x[(i / w) * d + begin + i % w];
 }
@@ -180,7 +189,7 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
-    rms_norm_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out), x.cols());
     LOCKSTEP_LAUNCHED();
   });
