@@ -2,9 +2,8 @@
 //
 // The activations are split: x = hi + lo, two bf16 values each (hi rounds x, lo rounds the
 // rest), so x keeps 16 significant bits and the product keeps about the accuracy of an f32
-// one; each weight tile is multiplied by both with mma.sync (m16n8k16, f32 accumulate). Wide
-// launches split x in a pass of their own; narrow ones (16 rows or fewer) in the kernel, with
-// the same values.
+// one; each weight tile is multiplied by both with mma.sync (m16n8k16, f32 accumulate). Fill
+// launches split x in a pass of their own; rounds in the kernel, with the same values.
 //
 // The arithmetic of out[r][c] is fixed by k alone:
 //   - k is read in blocks of 32 (zero-padded at the end), and the blocks are cut into
@@ -18,10 +17,11 @@
 // this depends on the number of rows, on where a row sits, or on the launch's layout: a row's
 // result is bit-identical in any round, and a fill chunk's rows equal the same rows decoded.
 //
-// Layout: a block owns 16 output columns; its warps are the runs, one each, so the weights are
-// read once per row group and the runs' partials meet in shared memory. Row groups are 8, 16 or
-// 64 rows (by the launch's row count: layout only), and a launch of many rows gives each block
-// a few row groups in turn, so the block's weights come from L1/L2 after the first.
+// Layout (the round kernel): a block owns 16 output columns; its warps are the runs, one each,
+// so the weights are read once per row group and the runs' partials meet in shared memory. Row
+// groups are 8 or 16 rows (by the launch's row count: layout only), and a launch of more rows
+// gives each block a few row groups in turn, so the block's weights come from L2 after the
+// first. Launches of 256 rows or more take the tiled fill kernel below.
 #include "backend/cuda/cuda_matmul.cuh"
 
 namespace lockstep::cuda {
@@ -66,30 +66,6 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
   split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
-}
-
-// hi and lo (as split_kernel makes them) of x_row[at .. at + 8), packed two to a word.
-__device__ inline void split8(const float* x_row, int64_t at, int64_t k, uint4& hi, uint4& lo) {
-  float v[8];
-  if (k % 8 == 0 && at + 8 <= k) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(x_row + at));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(x_row + at) + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = at + i < k ? x_row[at + i] : 0.0f;
-  }
-  uint32_t h[4], l[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    __nv_bfloat16 h0, h1, l0, l1;
-    split(v[2 * i], h0, l0);
-    split(v[2 * i + 1], h1, l1);
-    h[i] = uint32_t(__bfloat16_as_ushort(h0)) | (uint32_t(__bfloat16_as_ushort(h1)) << 16);
-    l[i] = uint32_t(__bfloat16_as_ushort(l0)) | (uint32_t(__bfloat16_as_ushort(l1)) << 16);
-  }
-  hi = make_uint4(h[0], h[1], h[2], h[3]);
-  lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
 // Copies 16 bytes from global to shared memory, or zeros when !valid. ("memory": the compiler
@@ -147,45 +123,79 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
   return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
 }
 
-// The round kernel's staging: each lane copies the two 16-byte pieces of weights it will read
-// (its two weight rows' eight positions of a block) into its own places of a ring of kRing
-// blocks in shared memory, kRing - 1 blocks ahead of the block it multiplies. No lane reads
-// another's pieces, so a lane's own cp.async.wait_group is the only wait. (The ring keeps
-// more bytes in flight than registers could without spilling.) A piece's place is
-// [slot][piece][lane], so a quarter warp reads 128 contiguous bytes. x is read through L1:
-// every block of the launch reads the same rows, which cp.async (L2 only) would fetch again
-// and again from the few L2 slices that hold them (measured: rounds 3 to 6 times slower).
-constexpr int kRing = 8;
-constexpr size_t kRingWarpBytes = size_t(kRing) * 2 * 32 * sizeof(uint4);
+// The round kernel's staging: each lane copies the 16-byte pieces it will read (its two weight
+// rows' eight positions of a block, and its x row's eight f32 of each tile) into its own
+// places of a ring of kDepth blocks in shared memory, kDepth - 1 blocks ahead of the block it
+// multiplies. No lane reads another's pieces, so a lane's own cp.async.wait_group is the only
+// wait. A piece's place is [slot][piece][lane], so a quarter warp reads 128 contiguous bytes.
+// The ring keeps many blocks of both in flight where registers could hold few without spilling
+// (measured against loading into registers: 1.07x to 1.17x faster rounds at 1 to 64 streams).
+// Weights go through L2 only (cp.async.cg: each byte is read once); x through L1
+// (cp.async.ca): every block of the launch reads the same x rows, and fetching them from L2 on
+// every read made rounds 3 to 6 times slower (measured), the few L2 slices that hold them
+// serving every SM.
+template <int kTiles>
+struct Ring {
+  static constexpr int kPieces = 2 + 2 * kTiles;  // two of weights, two of x per tile
+  static constexpr int kDepth = kTiles == 1 ? 6 : 4;
+  static constexpr size_t kWarpBytes = size_t(kDepth) * kPieces * 32 * sizeof(uint4);
+};
 
-// kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4) holds weight rows
-// g and g + 8 of the block's 16 columns and, for each tile, x row g of the tile.
-// kDirect: the lanes split their own x values from `x` (narrow launches, which then need no
-// split pass); else they read the split pass's hi and lo. Both give the same hi and lo.
-template <int kTiles, bool kDirect>
+// Copies 16 bytes from global to shared memory through L1 (cp.async.ca), or zeros when !valid.
+__device__ inline void copy16_l1(void* dst, const void* src, bool valid) {
+  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+// Eight x values from position `at` of a row as two 16-byte pieces; zero at or past k.
+__device__ inline void load_x8(const float* row, int64_t at, int64_t k, uint4& a, uint4& b) {
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = at + i < k ? row[at + i] : 0.0f;
+  a = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+  b = make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
+}
+
+// hi and lo (as split_kernel makes them) of eight values held as two 16-byte pieces, packed
+// two to a word.
+__device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, uint4& lo) {
+  const float v[8] = {__uint_as_float(a.x), __uint_as_float(a.y), __uint_as_float(a.z), __uint_as_float(a.w),
+                      __uint_as_float(b.x), __uint_as_float(b.y), __uint_as_float(b.z), __uint_as_float(b.w)};
+  uint32_t h[4], l[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __nv_bfloat16 h0, h1, l0, l1;
+    split(v[2 * i], h0, l0);
+    split(v[2 * i + 1], h1, l1);
+    h[i] = uint32_t(__bfloat16_as_ushort(h0)) | (uint32_t(__bfloat16_as_ushort(h1)) << 16);
+    l[i] = uint32_t(__bfloat16_as_ushort(l0)) | (uint32_t(__bfloat16_as_ushort(l1)) << 16);
+  }
+  hi = make_uint4(h[0], h[1], h[2], h[3]);
+  lo = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+// The round kernel: kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4)
+// holds weight rows g and g + 8 of the block's 16 columns and, for each tile, x row g of the
+// tile, which it splits itself (the same hi and lo as the split pass).
+template <int kTiles>
 __global__ void __launch_bounds__(kMaxRuns * 32, 2)
-    matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ x_hi,
-                       const __nv_bfloat16* __restrict__ x_lo, const __nv_bfloat16* __restrict__ w,
-                       float* __restrict__ out, int64_t k, int64_t m, MatmulRows rows) {
+    matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
+                       int64_t k, int64_t m, MatmulRows rows) {
   allow_early_launch();
+  using R = Ring<kTiles>;
   constexpr int kGroupRows = kTiles * 8;
   __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
   extern __shared__ uint4 ring_memory[];
   const Runs runs = k_runs(k);
-  const int64_t kpad = int64_t(runs.blocks) * kBlockK;
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint4* ring = ring_memory + size_t(run) * kRing * 2 * 32 + lane;  // this lane's first place
+  uint4* ring = ring_memory + size_t(run) * R::kDepth * R::kPieces * 32 + lane;  // this lane's first place
 
-  // Launched early (launch_early): a plain launch knows its rows and weights from its
-  // arguments and stages its first weights before it waits for x; a grouped one reads its group
-  // from the expert list, so it waits first.
-  const bool plain = !rows.segments && !rows.in_rows && !rows.out_rows;
-  if (!plain) wait_for_inputs();
+  // Launched early (launch_early): the block is placed while the kernel ahead finishes, and
+  // reads nothing until then.
+  wait_for_inputs();
   const BlockRows mine = block_rows(rows, w, int64_t(kRowGroupsPerBlock) * kGroupRows);
-  if (mine.first >= mine.last) {  // the whole block leaves together
-    wait_for_inputs();
-    return;
-  }
+  if (mine.first >= mine.last) return;  // the whole block leaves together
   const int64_t first = mine.first, last = mine.last;
   const __nv_bfloat16* w_group = mine.w;
 
@@ -193,64 +203,70 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
   const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
   const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
+  const bool x_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int b_begin = run * runs.per_run;
   const int b_end = min(runs.blocks, b_begin + runs.per_run);
-  // Stages block b (nothing past the run's end) into ring slot `slot`, as one copy group.
-  auto stage = [&](int b, int slot) {
-    uint4* place = ring + slot * 64;
-    const int64_t at = int64_t(b) * kBlockK + t * 8;
-    if (b < b_end) {
-      if (w_async) {
-        copy16(place, w_a + (at < k ? at : 0), at < k);
-        copy16(place + 32, w_b + (at < k ? at : 0), at < k);
-      } else {
-        place[0] = load_w8(w_a, at, k);
-        place[32] = load_w8(w_b, at, k);
-      }
-    }
-    commit_copies();
-  };
 
   for (int64_t group = first; group < last; group += kGroupRows) {
     const int group_rows = int(min64(kGroupRows, last - group));
     const int tiles = (group_rows + 7) / 8;
-#pragma unroll 1
-    for (int s = 0; s < kRing; ++s) stage(b_begin + s, s);
-    if (group == first) wait_for_inputs();
     // This lane's x row in each tile (the last row stands in for rows past the end).
-    uint32_t x_row[kTiles];  // element offsets: the split buffers hold under 2^32 elements
+    const float* x_row[kTiles];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
       const int64_t entry = group + min(8 * j + g, group_rows - 1);
-      x_row[j] = uint32_t((rows.in_rows ? rows.in_rows[entry] : entry) * (kDirect ? k : kpad));
+      x_row[j] = x + (rows.in_rows ? rows.in_rows[entry] : entry) * k;
     }
+    // Stages block b (nothing past the run's end) into ring slot `slot`, as one copy group.
+    auto stage = [&](int b, int slot) {
+      uint4* place = ring + slot * R::kPieces * 32;
+      const int64_t at = int64_t(b) * kBlockK + t * 8;
+      if (b < b_end) {
+        if (w_async) {
+          copy16(place, w_a + (at < k ? at : 0), at < k);
+          copy16(place + 32, w_b + (at < k ? at : 0), at < k);
+        } else {
+          place[0] = load_w8(w_a, at, k);
+          place[32] = load_w8(w_b, at, k);
+        }
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+          if (j >= tiles) break;
+          uint4* xp = place + 64 + 64 * j;
+          if (x_async) {
+            copy16_l1(xp, x_row[j] + (at < k ? at : 0), at < k);
+            copy16_l1(xp + 32, x_row[j] + (at < k ? at + 4 : 0), at < k);
+          } else {
+            load_x8(x_row[j], at, k, xp[0], xp[32]);
+          }
+        }
+      }
+      commit_copies();
+    };
+#pragma unroll 1
+    for (int s = 0; s < R::kDepth; ++s) stage(b_begin + s, s);
 
     float acc[kTiles][4];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     int slot = 0;
     for (int b = b_begin; b < b_end; ++b) {
-      wait_copies<kRing - 1>();  // block b is in
-      const uint4 wa = ring[slot * 64], wb = ring[slot * 64 + 32];
-      const int64_t at = int64_t(b) * kBlockK + t * 8;
+      wait_copies<R::kDepth - 1>();  // block b is in
+      const uint4* place = ring + slot * R::kPieces * 32;
+      const uint4 wa = place[0], wb = place[32];
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         if (j >= tiles) break;
         uint4 h, l;
-        if constexpr (kDirect) {
-          split8(x + x_row[j], at, k, h, l);
-        } else {
-          h = __ldg(reinterpret_cast<const uint4*>(x_hi + x_row[j] + at));
-          l = __ldg(reinterpret_cast<const uint4*>(x_lo + x_row[j] + at));
-        }
+        split_pieces(place[64 + 64 * j], place[96 + 64 * j], h, l);
         mma(acc[j], wa.x, wb.x, wa.y, wb.y, h.x, h.y);
         mma(acc[j], wa.x, wb.x, wa.y, wb.y, l.x, l.y);
         mma(acc[j], wa.z, wb.z, wa.w, wb.w, h.z, h.w);
         mma(acc[j], wa.z, wb.z, wa.w, wb.w, l.z, l.w);
       }
-      // The slot's weights are in registers and used: refill it kRing blocks ahead.
-      stage(b + kRing, slot);
-      slot = slot + 1 == kRing ? 0 : slot + 1;
+      // The slot's values are in registers and used: refill it kDepth blocks ahead.
+      stage(b + R::kDepth, slot);
+      slot = slot + 1 == R::kDepth ? 0 : slot + 1;
     }
     wait_copies<0>();  // the empty groups past the run's end
     // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
@@ -383,34 +399,32 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-template <int kTiles, bool kDirect>
-void launch_tiles(const float* x, const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w,
-                  float* out, int64_t k, int64_t m, const MatmulRows& rows, cudaStream_t stream) {
+template <int kTiles>
+void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                  cudaStream_t stream) {
   const int64_t group_rows = kTiles * 8;
   const unsigned y = rows.segments
                          ? unsigned(rows.groups)
                          : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
   dim3 grid(blocks_for(m, kTileCols), y);
   const int warps = k_runs(k).count;
-  const size_t ring = size_t(warps) * kRingWarpBytes;
-  launch_early(matmul_bf16_kernel<kTiles, kDirect>, grid, dim3(warps * 32), ring, stream, x, hi, lo, w, out, k, m,
-               rows);
+  const size_t ring = size_t(warps) * Ring<kTiles>::kWarpBytes;
+  launch_early(matmul_bf16_kernel<kTiles>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
-template <int kTiles, bool kDirect>
+template <int kTiles>
 void allow_ring() {
-  const size_t ring = size_t(kMaxRuns) * kRingWarpBytes;
-  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles, kDirect>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring)));
+  const size_t ring = size_t(kMaxRuns) * Ring<kTiles>::kWarpBytes;
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(ring)));
 }
 
 }  // namespace
 
 void prepare_matmul_bf16() {
-  allow_ring<1, true>();
-  allow_ring<2, true>();
-  allow_ring<8, false>();
+  allow_ring<1>();
+  allow_ring<2>();
 }
 
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
@@ -423,24 +437,22 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
   // each token row picks an expert once).
   const int64_t widest = rows.segments ? rows.max_group_rows : rows.n;
-  // Narrow launches split x in the kernel: one launch fewer, and their few rows are read by
-  // many warps anyway.
-  if (widest <= 8) return launch_tiles<1, true>(x, nullptr, nullptr, weights, out, k, m, rows, stream);
-  if (widest <= 16) return launch_tiles<2, true>(x, nullptr, nullptr, weights, out, k, m, rows, stream);
+  // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel), which
+  // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
+  // which splits x itself.
+  if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
+    if (widest <= 8) return launch_round<1>(x, weights, out, k, m, rows, stream);
+    return launch_round<2>(x, weights, out, k, m, rows, stream);
+  }
   const int64_t kpad = padded_k(k);
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
   split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
   LOCKSTEP_LAUNCHED();
-  // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel).
-  if (widest >= kTiledMinRows && k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-    dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
-    matmul_bf16_tiled_kernel<<<grid, 256, 0, stream>>>(hi, lo, weights, out, k, m, rows);
-    LOCKSTEP_LAUNCHED();
-    return;
-  }
-  launch_tiles<8, false>(x, hi, lo, weights, out, k, m, rows, stream);
+  dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
+  matmul_bf16_tiled_kernel<<<grid, 256, 0, stream>>>(hi, lo, weights, out, k, m, rows);
+  LOCKSTEP_LAUNCHED();
 }
 
 }  // namespace lockstep::cuda
