@@ -64,6 +64,10 @@ class WeightBytes final : public Backend {
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     timed("add", [&] { inner_.add(a, b, out); });
   }
+  void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                    const Tensor& out) override {
+    timed("add_rms_norm", [&] { inner_.add_rms_norm(x, delta, weight, eps, out); });
+  }
   void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override {
     timed("rope", [&] { inner_.rope(x, positions, cos_sin); });
   }

@@ -131,6 +131,27 @@ TEST_F(CudaVsCpu, RowOps) {
   expect_close(gated, "gated_rms_norm");
 }
 
+// The fused residual add and norm: the same bits as add then rms_norm on the GPU, and close to
+// the CPU's (which runs the two ops). Rows of 2688 (the Nemotron hidden size) and of 300.
+TEST_F(CudaVsCpu, AddRmsNormEqualsItsTwoOps) {
+  for (int64_t d : {int64_t(300), int64_t(2688)}) {
+    const int64_t n = 5;
+    Pair fused_x = random(DType::f32, {n, d}), delta = random(DType::f32, {n, d}), w = random(DType::f32, {d});
+    std::vector<float> start = floats(cpu, fused_x.cpu);
+    Pair apart_x = make(DType::f32, {n, d}, start.data());
+    Pair fused = output(DType::f32, {n, d}), apart = output(DType::f32, {n, d});
+    cpu.add_rms_norm(fused_x.cpu, delta.cpu, w.cpu, 1e-5f, fused.cpu);
+    gpu->add_rms_norm(fused_x.gpu, delta.gpu, w.gpu, 1e-5f, fused.gpu);
+    gpu->add(apart_x.gpu, delta.gpu, apart_x.gpu);
+    gpu->rms_norm(apart_x.gpu, w.gpu, 1e-5f, apart.gpu);
+    expect_close(fused_x, "add_rms_norm's sum");
+    expect_close(fused, "add_rms_norm");
+    EXPECT_EQ(floats(*gpu, fused_x.gpu), floats(*gpu, apart_x.gpu)) << "sums, d = " << d;
+    std::vector<float> one = floats(*gpu, fused.gpu), two = floats(*gpu, apart.gpu);
+    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4)) << "norms, d = " << d;
+  }
+}
+
 TEST_F(CudaVsCpu, SelectionGatherAndEmbed) {
   const int64_t n = 5, d = 1000, k = 7;
   Pair x = random(DType::f32, {n, d});

@@ -120,6 +120,13 @@ class Backend {
   virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;
   // out = a + b, elementwise f32.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // x += delta, then out = rms_norm(x): a residual add and the next layer's norm, which a
+  // backend may run as one kernel with the same bits as the two ops.
+  virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                            const Tensor& out) {
+    add(x, delta, x);
+    rms_norm(x, weight, eps, out);
+  }
   // Rotates each head of x in place by its row's position (the rotate-half convention).
   // x f32 [n, heads, head_dim]; positions i32 [n]; cos_sin f32 [max_pos, head_dim] holding
   // cos in its first half and sin in its second.

@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                    const Tensor& out) override;
   void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override;

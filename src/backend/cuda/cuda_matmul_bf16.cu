@@ -19,9 +19,10 @@
 //
 // Layout (the round kernel): a block owns 16 output columns; its warps are the runs, one each,
 // so the weights are read once per row group and the runs' partials meet in shared memory. Row
-// groups are 8 or 16 rows (by the launch's row count: layout only), and a launch of more rows
-// gives each block a few row groups in turn, so the block's weights come from L2 after the
-// first. Launches of 256 rows or more take the tiled fill kernel below.
+// groups are 8 or 16 rows (by the launch's row count: layout only); a plain launch of more
+// rows gives each row group a block, launched beside the others of its columns so that they
+// share the weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
+// Launches of 256 rows or more take the tiled fill kernel below.
 #include "backend/cuda/cuda_matmul.cuh"
 
 namespace lockstep::cuda {
@@ -32,7 +33,6 @@ constexpr int kBlockK = 32;
 constexpr int kMaxRuns = 8;
 constexpr int kMinBlocksPerRun = 4;
 constexpr int kTileCols = 16;
-constexpr int kRowGroupsPerBlock = 4;  // plain launches: row groups one block computes in turn
 // Launches whose row groups may hold this many rows take the tiled kernel (fills; not the
 // expert matmuls of a 64-stream round, whose x has 384 rows but each expert only a few).
 constexpr int64_t kTiledMinRows = 256;
@@ -107,15 +107,16 @@ __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
 
 // The list entries [first, last) a block computes and the weights it reads: in a grouped
 // launch, block row y's group (none when it has no group: first == last); in a plain one,
-// `plain_rows` rows from blockIdx.y * plain_rows, with the one weight matrix.
+// `plain_rows` rows from plain_block * plain_rows, with the one weight matrix.
 struct BlockRows {
   int64_t first, last;
   const __nv_bfloat16* w;
 };
 
-__device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat16* w, int64_t plain_rows) {
+__device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat16* w, int64_t plain_rows,
+                                       unsigned plain_block) {
   if (!rows.segments) {
-    const int64_t first = int64_t(blockIdx.y) * plain_rows;
+    const int64_t first = int64_t(plain_block) * plain_rows;
     return {first, min64(rows.n, first + plain_rows), w};
   }
   const int64_t group = launched_group(rows);
@@ -194,12 +195,16 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   // Launched early (launch_early): the block is placed while the kernel ahead finishes, and
   // reads nothing until then.
   wait_for_inputs();
-  const BlockRows mine = block_rows(rows, w, int64_t(kRowGroupsPerBlock) * kGroupRows);
+  // Plain launches: block (x, y) computes row group x of column tile y, so the blocks that
+  // read one tile's weights are launched side by side and share them through L2. Grouped ones:
+  // column tile x of group y, all of the group's rows in turn.
+  const BlockRows mine = block_rows(rows, w, kGroupRows, blockIdx.x);
+  const unsigned col_tile = rows.segments ? blockIdx.x : blockIdx.y;
   if (mine.first >= mine.last) return;  // the whole block leaves together
   const int64_t first = mine.first, last = mine.last;
   const __nv_bfloat16* w_group = mine.w;
 
-  const int64_t col0 = int64_t(blockIdx.x) * kTileCols;
+  const int64_t col0 = int64_t(col_tile) * kTileCols;
   const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
   const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
   const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
@@ -319,7 +324,7 @@ __global__ void __launch_bounds__(256, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int warp_col = (warp % 4) * 32, warp_row = (warp / 4) * 32;
 
-  const BlockRows mine = block_rows(rows, w, kTiledRows);
+  const BlockRows mine = block_rows(rows, w, kTiledRows, blockIdx.y);
   if (mine.first >= mine.last) return;  // the whole block leaves together
   const int64_t first = mine.first, last = mine.last;
   const __nv_bfloat16* w_group = mine.w;
@@ -402,11 +407,9 @@ __global__ void __launch_bounds__(256, 1)
 template <int kTiles>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   cudaStream_t stream) {
-  const int64_t group_rows = kTiles * 8;
-  const unsigned y = rows.segments
-                         ? unsigned(rows.groups)
-                         : blocks_for(rows.n, int(group_rows * kRowGroupsPerBlock));
-  dim3 grid(blocks_for(m, kTileCols), y);
+  const unsigned col_tiles = blocks_for(m, kTileCols);
+  require(rows.segments || col_tiles <= 65535, "matmul: over 65535 x 16 output columns");
+  const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(blocks_for(rows.n, kTiles * 8), col_tiles);
   const int warps = k_runs(k).count;
   const size_t ring = size_t(warps) * Ring<kTiles>::kWarpBytes;
   launch_early(matmul_bf16_kernel<kTiles>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);

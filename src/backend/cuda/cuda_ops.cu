@@ -38,6 +38,25 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
 }
 
+// x[r] += delta[r], then rms_norm_kernel's arithmetic on the sums: the same bits as add_kernel
+// then rms_norm_kernel, one launch.
+__global__ void __launch_bounds__(kNormThreads)
+    add_rms_norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
+  cuda::allow_early_launch();
+  __shared__ float shared[kNormThreads / 32];
+  float* row = x + int64_t(blockIdx.x) * d;
+  const float* add = delta + int64_t(blockIdx.x) * d;
+  float* o = out + int64_t(blockIdx.x) * d;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) {
+    const float v = row[i] + add[i];
+    row[i] = v;
+    sum = fmaf(v, v, sum);
+  }
+  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
+}
+
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += bias[i % d];
@@ -191,6 +210,16 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, con
   enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
     rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out), x.cols());
+    LOCKSTEP_LAUNCHED();
+  });
+}
+
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                               const Tensor& out) {
+  if (x.rows() == 0) return;
+  enqueue(cuda::launch_key("add_rms_norm_kernel", x, delta, weight, eps, out), [=](void* stream) {
+    add_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }

@@ -196,15 +196,20 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   Tensor h = rows_of(h_, n);  // [n, hidden]
   Tensor out = rows_of(out_, n);  // [n, hidden]
   backend_.embed(embed_, inputs_.ids(), x);
-  for (NemotronLayer& layer : layers_) {
-    backend_.rms_norm(x, layer.norm, float(config_.eps), h);
+  if (!layers_.empty()) backend_.rms_norm(x, layers_.front().norm, float(config_.eps), h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    NemotronLayer& layer = layers_[i];
     switch (layer.kind) {
       case LayerKind::mamba: mamba_mixer(layer.mamba, n); break;
       case LayerKind::attention: attention_mixer(layer.attention, n); break;
       case LayerKind::mlp: mlp_mixer(layer.mlp, n, out); break;
       case LayerKind::moe: moe_mixer(layer.moe, n); break;
     }
-    backend_.add(x, out, x);
+    // The residual add, and the next layer's norm with it (one kernel on the GPU).
+    if (i + 1 < layers_.size())
+      backend_.add_rms_norm(x, out, layers_[i + 1].norm, float(config_.eps), h);
+    else
+      backend_.add(x, out, x);
   }
   Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
   Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
