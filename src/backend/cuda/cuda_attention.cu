@@ -24,6 +24,9 @@ constexpr int kTile = 32;         // positions staged at a time
 constexpr int kMaxColumns = 16;   // (head, column) pairs per thread: heads per KV head x head_dim <= 4096
 constexpr size_t kMaxShared = size_t(160) << 10;
 constexpr int64_t kSplitParallelBlocks = 256;  // (row, KV head) blocks up to which splits run in parallel
+// The most (block, split) results the split-parallel path keeps (with 16 heads of 128 per KV
+// head, 8.3 KB each: 136 MB); past it, as for long contexts at many rows, the in-block path.
+constexpr int64_t kMaxSplitResults = 16384;
 
 struct Layout {  // the block's shared memory, in floats
   int64_t heads_per_kv, head_dim;
@@ -269,7 +272,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
   const int64_t max_splits = (max_pages * cache.page_size() + kSplit - 1) / kSplit;
   const int64_t blocks = n_rows * kv_heads;
   // Few (row, KV head) blocks and room for long rows: each split gets a block of its own.
-  const bool split_parallel = blocks <= kSplitParallelBlocks && max_splits > 1;
+  const bool split_parallel =
+      blocks <= kSplitParallelBlocks && max_splits > 1 && blocks * max_splits <= kMaxSplitResults;
   float* splits = nullptr;
   if (split_parallel)
     splits = static_cast<float*>(
