@@ -68,12 +68,18 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
 }
 
-// Copies 16 bytes from global to shared memory, or zeros when !valid. ("memory": the compiler
-// keeps the lane's earlier shared reads of the slot before it.)
+// Copies 16 bytes from global to shared memory, or zeros when !valid: through L2 only
+// (cp.async.cg), or through L1 too (cp.async.ca) for data many blocks of an SM read. ("memory":
+// the compiler keeps the lane's earlier shared reads of the slot before it.)
+template <bool kThroughL1 = false>
 __device__ inline void copy16(void* dst, const void* src, bool valid) {
   const unsigned address = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
+  if constexpr (kThroughL1)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
 }
 
 __device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -143,13 +149,6 @@ struct Ring {
   static constexpr int kDepth = kTiles == 1 ? 6 : 4;
   static constexpr size_t kWarpBytes = size_t(kDepth) * kPieces * 32 * sizeof(uint4);
 };
-
-// Copies 16 bytes from global to shared memory through L1 (cp.async.ca), or zeros when !valid.
-__device__ inline void copy16_l1(void* dst, const void* src, bool valid) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
 
 // Eight x values from position `at` of a row as two 16-byte pieces; zero at or past k.
 __device__ inline void load_x8(const float* row, int64_t at, int64_t k, uint4& a, uint4& b) {
@@ -241,8 +240,8 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
           if (j >= tiles) break;
           uint4* xp = place + 64 + 64 * j;
           if (x_async) {
-            copy16_l1(xp, x_row[j] + (at < k ? at : 0), at < k);
-            copy16_l1(xp + 32, x_row[j] + (at < k ? at + 4 : 0), at < k);
+            copy16<true>(xp, x_row[j] + (at < k ? at : 0), at < k);
+            copy16<true>(xp + 32, x_row[j] + (at < k ? at + 4 : 0), at < k);
           } else {
             load_x8(x_row[j], at, k, xp[0], xp[32]);
           }

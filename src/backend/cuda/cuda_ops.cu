@@ -26,16 +26,21 @@ __global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, f
 // so the norm costs about one memory round trip rather than one per 256 values.
 constexpr int kNormThreads = 1024;
 
+// The norm's second half, given each thread's part of the row's sum of squares (its elements
+// i = thread, thread + kNormThreads, ... in order): o = (row / rms) * w.
+__device__ void write_normed(const float* row, float sum, const float* w, float eps, float* o, int64_t d) {
+  __shared__ float shared[kNormThreads / 32];
+  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
+}
+
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
   cuda::allow_early_launch();
-  __shared__ float shared[kNormThreads / 32];
   const float* row = x + int64_t(blockIdx.x) * d;
-  float* o = out + int64_t(blockIdx.x) * d;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < d; i += kNormThreads) sum = fmaf(row[i], row[i], sum);
-  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
+  write_normed(row, sum, w, eps, out + int64_t(blockIdx.x) * d, d);
 }
 
 // x[r] += delta[r], then rms_norm_kernel's arithmetic on the sums: the same bits as add_kernel
@@ -43,18 +48,15 @@ __global__ void __launch_bounds__(kNormThreads)
 __global__ void __launch_bounds__(kNormThreads)
     add_rms_norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
   cuda::allow_early_launch();
-  __shared__ float shared[kNormThreads / 32];
   float* row = x + int64_t(blockIdx.x) * d;
   const float* add = delta + int64_t(blockIdx.x) * d;
-  float* o = out + int64_t(blockIdx.x) * d;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < d; i += kNormThreads) {
     const float v = row[i] + add[i];
     row[i] = v;
     sum = fmaf(v, v, sum);
   }
-  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
+  write_normed(row, sum, w, eps, out + int64_t(blockIdx.x) * d, d);
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
