@@ -27,11 +27,14 @@ void require(bool condition, const char* what) {
   std::abort();
 }
 
+// Whether the environment variable `name` is set to "0" (the backend's off switches).
+bool switched_off(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::string(value) == "0";
+}
+
 bool early_launches_on() {
-  static const bool on = [] {
-    const char* value = std::getenv("LOCKSTEP_CUDA_EARLY");
-    return !(value && std::string(value) == "0");
-  }();
+  static const bool on = !switched_off("LOCKSTEP_CUDA_EARLY");
   return on;
 }
 
@@ -76,8 +79,7 @@ CudaBackend::CudaBackend(int device) {
   stream_ = stream;
   LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
   cuda::prepare_matmul_bf16();
-  const char* graphs = std::getenv("LOCKSTEP_CUDA_GRAPHS");
-  use_graphs_ = !(graphs && std::string(graphs) == "0");
+  use_graphs_ = !cuda::switched_off("LOCKSTEP_CUDA_GRAPHS");
 }
 
 CudaBackend::~CudaBackend() {
