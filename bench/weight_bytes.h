@@ -41,6 +41,11 @@ class WeightBytes final : public Backend {
     timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
           [&] { inner_.matmul(x, w, out); });
   }
+  void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override {
+    if (counting) bytes += double(w.bytes());
+    timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
+          [&] { inner_.matmul_relu_squared(x, w, out); });
+  }
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
                    const Tensor& out) override {
     if (counting) {
@@ -96,8 +101,8 @@ class WeightBytes final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
     timed("gather_rows", [&] { inner_.gather_rows(x, rows, out); });
   }
-  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override {
-    timed("copy_columns", [&] { inner_.copy_columns(x, begin, out); });
+  void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override {
+    timed("split_columns", [&] { inner_.split_columns(x, outs); });
   }
   void relu_squared(const Tensor& x, const Tensor& out) override {
     timed("relu_squared", [&] { inner_.relu_squared(x, out); });

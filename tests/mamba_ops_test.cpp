@@ -1,6 +1,6 @@
 // The Mamba2 ops around the scan: the causal conv with its state (against a float64
 // reference, and bit-identical whatever other sequences share the launch), the gated grouped
-// RMSNorm, and copy_columns (how a model splits xBC).
+// RMSNorm, and split_columns (how a model splits xBC).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -178,19 +178,27 @@ TEST_P(MambaOps, GatedRmsNormRowIsBitIdenticalWhateverSharesTheLaunch) {
   }
 }
 
-TEST_P(MambaOps, CopyColumnsTakesEachRowsSlice) {
+TEST_P(MambaOps, SplitColumnsCutsEachRowInOrder) {
   const int64_t n = 5, d = 10;
   std::mt19937 rng(4);
   std::vector<float> x = normal_floats(rng, n * d);
   OwnedTensor tx = to_backend(*backend, DType::f32, {n, d}, x);
-  for (auto [begin, width] : {std::pair<int64_t, int64_t>{3, 4}, {0, 10}, {9, 1}}) {
-    OwnedTensor tout = backend->alloc(DType::f32, {n, width});
-    backend->copy_columns(tx, begin, tout);
-    std::vector<float> got = to_host(*backend, tout);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < width; ++i)
-        EXPECT_EQ(got[size_t(r * width + i)], x[size_t(r * d + begin + i)])
-            << "begin " << begin << " width " << width << " row " << r << " column " << i;
+  for (const std::vector<int64_t>& widths : {std::vector<int64_t>{3, 4, 2}, {10}, {1, 1, 1, 7}}) {
+    std::vector<OwnedTensor> owned;
+    std::vector<Tensor> outs;
+    for (int64_t w : widths) owned.push_back(backend->alloc(DType::f32, {n, w}));
+    for (const OwnedTensor& t : owned) outs.push_back(t.view());
+    backend->split_columns(tx, outs);
+    int64_t begin = 0;
+    for (size_t j = 0; j < widths.size(); ++j) {
+      const int64_t width = widths[j];
+      std::vector<float> got = to_host(*backend, owned[j]);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t i = 0; i < width; ++i)
+          EXPECT_EQ(got[size_t(r * width + i)], x[size_t(r * d + begin + i)])
+              << "output " << j << " row " << r << " column " << i;
+      begin += width;
+    }
   }
 }
 

@@ -116,6 +116,12 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
   // out[r][c] = dot(x[r], w[c]). x f32 [n, k]; w f32|bf16 [m, k]; out f32 [n, m].
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // out = relu_squared(matmul(x, w)): a relu2 MLP's up projection, which a backend may run as
+  // one kernel with the same bits as the two ops.
+  virtual void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {
+    matmul(x, w, out);
+    relu_squared(out, out);
+  }
   // x[r] += bias, in place. x f32 [rows, d]; bias f32 [d].
   virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;
   // out = a + b, elementwise f32.
@@ -153,8 +159,10 @@ class Backend {
   virtual void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) = 0;
   // out[i] = x[rows[i]]. x f32 [n, d]; rows i32 [m]; out f32 [m, d].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
-  // out[r] = x[r][begin : begin + out.cols()]. x f32 [n, d]; out f32 [n, w].
-  virtual void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) = 0;
+  // Cuts each row of x into consecutive column ranges: outs[0] gets its first w0 columns, outs[1]
+  // the next w1, ... (w = each out's cols(); their sum at most x.cols(); at most 4 outs).
+  // x f32 [n, d]; outs f32 [n, w].
+  virtual void split_columns(const Tensor& x, const std::vector<Tensor>& outs) = 0;
   // out = max(x, 0)^2, elementwise f32.
   virtual void relu_squared(const Tensor& x, const Tensor& out) = 0;
 

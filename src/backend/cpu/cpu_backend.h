@@ -41,7 +41,7 @@ class CpuBackend final : public Backend {
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
-  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
+  void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override;
   void relu_squared(const Tensor& x, const Tensor& out) override;
   void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                    const SequenceRows& seqs, const Tensor& out) override;

@@ -188,10 +188,16 @@ void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& 
     std::memcpy(out.as<float>() + i * d, x.as<float>() + int64_t(rows.as<int32_t>()[i]) * d, size_t(d) * 4);
 }
 
-void CpuBackend::copy_columns(const Tensor& x, int64_t begin, const Tensor& out) {
-  const int64_t d = x.cols(), w = out.cols();
-  for (int64_t r = 0; r < x.rows(); ++r)
-    std::memcpy(out.as<float>() + r * w, x.as<float>() + r * d + begin, size_t(w) * 4);
+void CpuBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
+  const int64_t d = x.cols();
+  int64_t begin = 0;
+  for (const Tensor& out : outs) {
+    const int64_t w = out.cols();
+    assert(begin + w <= d);
+    for (int64_t r = 0; r < x.rows(); ++r)
+      std::memcpy(out.as<float>() + r * w, x.as<float>() + r * d + begin, size_t(w) * 4);
+    begin += w;
+  }
 }
 
 void CpuBackend::relu_squared(const Tensor& x, const Tensor& out) {

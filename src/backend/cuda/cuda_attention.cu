@@ -173,7 +173,7 @@ __device__ inline float fold_column(float total, float part, const Fold& f) {
 
 // One block per (row, KV head) walks every split in order.
 __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, float scale, float* __restrict__ out) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   extern __shared__ float shared[];
   const Block b = open_block(shared, blockIdx.x, ATTENTION_PASS);
   const int t = threadIdx.x;
@@ -213,6 +213,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, flo
 // attention_fold_kernel folds them in order.
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(ATTENTION_ARGS, float scale, int64_t max_splits, float* __restrict__ splits) {
+  cuda::start_kernel();
   extern __shared__ float shared[];
   const Block b = open_block(shared, blockIdx.x, ATTENTION_PASS);
   const int64_t split = int64_t(blockIdx.y) * kSplit;
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t max_splits,
                           const float* __restrict__ splits, float* __restrict__ out) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   const int64_t r = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads, heads_per_kv = heads / kv_heads;
   const int64_t length = int64_t(positions[r]) + 1, stride = heads_per_kv * (head_dim + 2);
   const int pairs = int(heads_per_kv) * head_dim;
@@ -284,19 +285,18 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
     const int32_t *positions = cuda::ptr<int32_t>(rows.positions), *row_seq = cuda::ptr<int32_t>(rows.row_seq);
     const int32_t* page_tables = cuda::ptr<int32_t>(rows.page_tables);
     if (!split_parallel) {
-      attention_kernel<<<unsigned(blocks), kThreads, shared, stream>>>(q_at, k_at, v_at, positions, row_seq,
-                                                                       page_tables, max_pages, heads, kv_heads,
-                                                                       int(head_dim), cache.page_size(), scale,
-                                                                       cuda::ptr<float>(out));
+      cuda::launch(attention_kernel, unsigned(blocks), kThreads, shared, stream, q_at, k_at, v_at, positions, row_seq,
+                   page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), scale,
+                   cuda::ptr<float>(out));
       LOCKSTEP_LAUNCHED();
       return;
     }
-    attention_split_kernel<<<dim3(unsigned(blocks), unsigned(max_splits)), kThreads, shared, stream>>>(
-        q_at, k_at, v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim),
-        cache.page_size(), scale, max_splits, splits);
+    cuda::launch(attention_split_kernel, dim3(unsigned(blocks), unsigned(max_splits)), kThreads, shared, stream, q_at,
+                 k_at, v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim),
+                 cache.page_size(), scale, max_splits, splits);
     LOCKSTEP_LAUNCHED();
-    attention_fold_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(positions, heads, kv_heads, int(head_dim),
-                                                                     max_splits, splits, cuda::ptr<float>(out));
+    cuda::launch(attention_fold_kernel, unsigned(blocks), kThreads, 0, stream, positions, heads, kv_heads,
+                 int(head_dim), max_splits, splits, cuda::ptr<float>(out));
     LOCKSTEP_LAUNCHED();
   });
 }

@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
@@ -68,7 +69,7 @@ class CudaBackend final : public Backend {
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
   void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
-  void copy_columns(const Tensor& x, int64_t begin, const Tensor& out) override;
+  void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override;
   void relu_squared(const Tensor& x, const Tensor& out) override;
   void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                    const SequenceRows& seqs, const Tensor& out) override;
@@ -85,6 +86,8 @@ class CudaBackend final : public Backend {
 
  private:
   using Launch = std::function<void(void* stream)>;
+  // matmul and matmul_relu_squared.
+  void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared);
   // Queues one op's launches under its launch key (cuda_common.cuh: launch_key).
   void enqueue(uint64_t key, Launch launch);
   // Launches what is queued: as a graph where this pass was seen before.

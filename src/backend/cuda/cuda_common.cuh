@@ -30,9 +30,6 @@ void require(bool condition, const char* what);
 
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
-// out = max(x, 0)^2 over n floats; x may be out (cuda_ops.cu; the MoE experts use it in place).
-void launch_relu_squared(const float* x, float* out, int64_t n, cudaStream_t stream);
-
 // A warp reduction by a butterfly: every lane ends with the same bits, since each step combines
 // the same two values on both lanes of a pair (a + b == b + a; fmaxf likewise).
 template <class Op>
@@ -77,20 +74,29 @@ __device__ inline float block_max(float v, float* shared) {
 
 __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// Programmatic dependent launch (sm_90): a kernel launched with launch_early may start while
-// the kernel before it still runs, and must call wait_for_inputs() before it reads anything
-// that kernel (or any before it) wrote. Every block calls it before it ends, so the launch
-// never completes before the kernels it follows. In a kernel not launched early it returns at
-// once. allow_early_launch() lets the next kernel start before this one's blocks end.
+// Programmatic dependent launch (sm_90): every kernel is launched with launch(), so it may
+// be placed while the kernel before it still runs, and must call wait_for_inputs() before it
+// reads anything that kernel (or any before it) wrote. Every block calls it before it ends, so
+// a launch never completes before the kernels it follows. (In a kernel launched plainly it
+// returns at once.) allow_early_launch() lets the next kernel be placed before this one's
+// blocks end. A round is then a chain in which each kernel's blocks wait, already placed, for
+// the one ahead: the gaps between kernels shrink, and a matmul copies its first weights
+// (which no kernel writes) while the kernels ahead finish.
 __device__ inline void wait_for_inputs() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ inline void allow_early_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+// The first statement of every kernel but the round matmul (which copies weights between the
+// two).
+__device__ inline void start_kernel() {
+  allow_early_launch();
+  wait_for_inputs();
+}
 
 // LOCKSTEP_CUDA_EARLY=0 launches these kernels plainly (to measure what early launches gain).
 bool early_launches_on();
 
+// Launches a kernel with programmatic dependent launch (see wait_for_inputs).
 template <class... Params, class... Args>
-void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
-                  Args&&... args) {
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = early_launches_on() ? 1 : 0;

@@ -29,6 +29,7 @@ Seqs seqs_of(const SequenceRows& seqs) {
 // Rounds: one thread per (sequence, channel) runs the sequence's rows in order.
 __global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
                                    int64_t n_seqs, int64_t channels, int kernel, float* out) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_seqs * channels) return;
   const int64_t s = i / channels, c = i % channels;
@@ -62,6 +63,7 @@ __device__ inline float conv_input(const float* x, const float* history, const S
 __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, const float* bias,
                                         const float* conv_state, Seqs seqs, int64_t n_seqs, int64_t n_rows,
                                         int64_t channels, int kernel, float* out) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_rows * channels) return;
   const int64_t r = i / channels, c = i % channels;
@@ -85,6 +87,7 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
 // After conv1d_silu_rows_kernel: each sequence's history becomes its last K - 1 inputs.
 __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs seqs, int64_t n_seqs, int64_t channels,
                                       int kernel) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_seqs * channels) return;
   const int64_t s = i / channels, c = i % channels;
@@ -139,6 +142,7 @@ __device__ inline void load_scan_row(const ScanArgs& a, int64_t r, int64_t head,
 // The next row's inputs load while this row is computed.
 template <int kLaneStates>
 __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
+  cuda::start_kernel();
   const int warp = int(blockIdx.x % unsigned(warps_per_head)), lane = threadIdx.x % 32;
   const int64_t unit = blockIdx.x / unsigned(warps_per_head);
   const int64_t s = unit / a.heads, head = unit % a.heads;
@@ -196,7 +200,7 @@ constexpr int kNormThreads = 256;
 // One block per (row, group): out = weight * rms_norm_per_group(x * silu(gate)).
 __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const float* weight, int64_t d, int64_t groups,
                                       float eps, float* out) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   __shared__ float reduce[kNormThreads / 32];
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups, size = d / groups;
   const int64_t base = r * d + g * size;
@@ -224,16 +228,16 @@ void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tenso
     auto stream = static_cast<cudaStream_t>(s);
     const float* b = bias.data ? ptr<float>(bias) : nullptr;
     if (n_rows == n_seqs) {  // a row per sequence (rounds): one thread per (sequence, channel) does all
-      conv1d_silu_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream>>>(
-          ptr<float>(x), ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel,
-          ptr<float>(out));
+      cuda::launch(conv1d_silu_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
+                   ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel,
+                   ptr<float>(out));
     } else {  // fills: every row at once, then the histories
-      conv1d_silu_rows_kernel<<<cuda::blocks_for(n_rows * channels, 256), 256, 0, stream>>>(
-          ptr<float>(x), ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels,
-          kernel, ptr<float>(out));
+      cuda::launch(conv1d_silu_rows_kernel, cuda::blocks_for(n_rows * channels, 256), 256, 0, stream, ptr<float>(x),
+                   ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
+                   ptr<float>(out));
       LOCKSTEP_LAUNCHED();
-      conv1d_history_kernel<<<cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream>>>(
-          ptr<float>(x), ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
+      cuda::launch(conv1d_history_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
+                   ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
     }
     LOCKSTEP_LAUNCHED();
   });
@@ -255,13 +259,13 @@ void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
   enqueue(cuda::launch_key("ssm_scan", scan, seqs), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     if (lane_states <= 1)
-      ssm_scan_kernel<1><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
+      cuda::launch(ssm_scan_kernel<1>, blocks, 32, 0, stream, a, rows, warps_per_head);
     else if (lane_states <= 2)
-      ssm_scan_kernel<2><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
+      cuda::launch(ssm_scan_kernel<2>, blocks, 32, 0, stream, a, rows, warps_per_head);
     else if (lane_states <= 4)
-      ssm_scan_kernel<4><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
+      cuda::launch(ssm_scan_kernel<4>, blocks, 32, 0, stream, a, rows, warps_per_head);
     else
-      ssm_scan_kernel<8><<<blocks, 32, 0, stream>>>(a, rows, warps_per_head);
+      cuda::launch(ssm_scan_kernel<8>, blocks, 32, 0, stream, a, rows, warps_per_head);
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -270,8 +274,8 @@ void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tens
                                  const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("gated_rms_norm_kernel", x, gate, weight, groups, eps, out), [=](void* stream) {
-    gated_rms_norm_kernel<<<unsigned(x.rows() * groups), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
+    cuda::launch(gated_rms_norm_kernel, unsigned(x.rows() * groups), kNormThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
     LOCKSTEP_LAUNCHED();
   });
 }

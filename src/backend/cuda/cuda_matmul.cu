@@ -63,6 +63,7 @@ template <bool kStaged>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     matmul_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int64_t k,
                   int64_t m, MatmulRows rows) {
+  cuda::start_kernel();
   __shared__ __align__(16) float xs[kStaged ? kRowTile : 1][kStaged ? kSpan : 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t group = launched_group(rows);
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         if (lane == 0 && col < m) {
           int64_t entry = tile + r;
           int64_t row = rows.out_rows ? rows.out_rows[entry] : entry;
-          out[row * m + col] = total;
+          out[row * m + col] = finished(rows, total);
         }
       }
     }
@@ -160,16 +161,23 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
   const bool staged = rows.n > (rows.segments ? kDirectListMax : kDirectRowsMax);
   const float* weights = static_cast<const float*>(w);
   if (staged)
-    matmul_kernel<true><<<grid, kWarps * 32, 0, stream>>>(x, weights, out, k, m, rows);
+    launch(matmul_kernel<true>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
   else
-    matmul_kernel<false><<<grid, kWarps * 32, 0, stream>>>(x, weights, out, k, m, rows);
+    launch(matmul_kernel<false>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 
 }  // namespace cuda
 
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) { matmul_then(x, w, out, false); }
+
+void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {
+  matmul_then(x, w, out, true);
+}
+
+void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared) {
   cuda::MatmulRows rows;
+  rows.relu_squared = relu_squared;
   rows.n = x.rows();
   rows.x_rows = x.rows();
   const float* in = cuda::ptr<float>(x);
@@ -184,11 +192,12 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
     enqueue(cuda::launch_key("relaxed matmul", x, w, out, workspace), [=](void* stream) {
       if (n > 0 && m > 0) relaxed->run(in, weight, result, n, k, m, workspace, static_cast<cudaStream_t>(stream));
     });
+    if (relu_squared) this->relu_squared(out, out);
     return;
   }
   const size_t bytes = cuda::matmul_workspace_bytes(bf16, rows.x_rows, k);
   void* workspace = bytes ? scratch(kMatmulScratch, bytes) : nullptr;
-  enqueue(cuda::launch_key("matmul", x, w, out, workspace), [=](void* stream) {
+  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared), [=](void* stream) {
     cuda::launch_matmul(in, weight, bf16, result, k, m, rows, workspace, static_cast<cudaStream_t>(stream));
   });
 }

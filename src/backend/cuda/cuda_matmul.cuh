@@ -8,7 +8,8 @@ namespace lockstep::cuda {
 // Which rows a matmul launch computes. Plain: rows 0..n-1 of x into rows 0..n-1 of out, one
 // weight matrix. Grouped (segments set): weight group g (at w + g * group_stride elements)
 // computes list entries [segments[g], segments[g + 1]); entry i reads x row in_rows[i] (or i)
-// and writes out row out_rows[i] (or i).
+// and writes out row out_rows[i] (or i). relu_squared: each output is max(sum, 0)^2 instead
+// (the relu2 MLPs' up projections), the same bits as the relu_squared op after the matmul.
 struct MatmulRows {
   int64_t n = 0;                      // plain: the row count; grouped: the list's length
   const int32_t* segments = nullptr;  // grouped: [groups + 1] entry offsets, on the device
@@ -19,7 +20,15 @@ struct MatmulRows {
   const int32_t* out_rows = nullptr;
   int64_t x_rows = 0;          // the rows of x the launch may read (plain: n)
   int64_t max_group_rows = 0;  // grouped: the most entries one group can have
+  bool relu_squared = false;
 };
+
+// What a matmul kernel stores for the sum `total` (relu_squared_kernel's arithmetic when asked).
+__device__ inline float finished(const MatmulRows& rows, float total) {
+  if (!rows.relu_squared) return total;
+  const float v = fmaxf(total, 0.0f);
+  return v * v;
+}
 
 // The group block row y of a grouped launch computes: group_ids[y] (negative: none), or y.
 // (Both sides are int64_t: a plain `?:` of int32_t and blockIdx.y's unsigned makes -1 huge.)

@@ -17,11 +17,12 @@
 // this depends on the number of rows, on where a row sits, or on the launch's layout: a row's
 // result is bit-identical in any round, and a fill chunk's rows equal the same rows decoded.
 //
-// Layout (the round kernel): a block owns 16 output columns; its warps are the runs, one each,
-// so the weights are read once per row group and the runs' partials meet in shared memory. Row
-// groups are 8 or 16 rows (by the launch's row count: layout only); a plain launch of more
-// rows gives each row group a block, launched beside the others of its columns so that they
-// share the weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
+// Layout (the round kernel): a block owns 16 output columns (32 in plain launches of more than
+// 8 rows); its warps are the runs, one each, so the weights are read once per row group and
+// the runs' partials meet in shared memory. Row groups are 8 or 16 rows (by the launch's row
+// count, or a grouped launch's rows per group: layout only); a plain launch of more rows gives
+// each row group a block, launched beside the others of its columns so that they share the
+// weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
 // Launches of 256 rows or more take the tiled fill kernel below.
 #include "backend/cuda/cuda_matmul.cuh"
 
@@ -61,7 +62,7 @@ __device__ inline void split(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
 // hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad.
 __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
                              __nv_bfloat16* lo) {
-  allow_early_launch();
+  start_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
@@ -143,10 +144,10 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
 // (cp.async.ca): every block of the launch reads the same x rows, and fetching them from L2 on
 // every read made rounds 3 to 6 times slower (measured), the few L2 slices that hold them
 // serving every SM.
-template <int kTiles>
+template <int kTiles, int kCols>
 struct Ring {
-  static constexpr int kPieces = 2 + 2 * kTiles;  // two of weights, two of x per tile
-  static constexpr int kDepth = kTiles == 1 ? 6 : 4;
+  static constexpr int kPieces = 2 * kCols + 2 * kTiles;  // two of weights per column tile, two of x per row tile
+  static constexpr int kDepth = kTiles == 1 ? 6 : kCols == 1 ? 4 : 3;
   static constexpr size_t kWarpBytes = size_t(kDepth) * kPieces * 32 * sizeof(uint4);
 };
 
@@ -177,23 +178,37 @@ __device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, u
   lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
-// The round kernel: kTiles n-tiles of 8 rows per row group. Lane (g, t) = (lane / 4, lane % 4)
-// holds weight rows g and g + 8 of the block's 16 columns and, for each tile, x row g of the
-// tile, which it splits itself (the same hi and lo as the split pass).
-template <int kTiles>
+// The round kernel: kTiles n-tiles of 8 rows per row group, kCols column tiles of 16 per block.
+// Lane (g, t) = (lane / 4, lane % 4) holds weight rows g and g + 8 of each column tile and, for
+// each row tile, x row g of the tile, which it splits itself (the same hi and lo as the split
+// pass). Two column tiles a block (wide rounds) read each x piece for twice the weights: every
+// block reads all of x, and at 16 rows and more x is most of what a launch moves.
+template <int kTiles, int kCols>
 __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
                        int64_t k, int64_t m, MatmulRows rows) {
   allow_early_launch();
-  using R = Ring<kTiles>;
+  using R = Ring<kTiles, kCols>;
   constexpr int kGroupRows = kTiles * 8;
-  __shared__ float partial[kMaxRuns][kTileCols][kGroupRows + 1];
+  constexpr int kBlockCols = kTileCols * kCols;
+  constexpr int kPartialRow = kGroupRows + 1;  // one column's partials, padded
   extern __shared__ uint4 ring_memory[];
+  // The runs' partials, part(run, column, row): their own memory, or with two column tiles
+  // (whose ring and partials would not fit two blocks an SM) the ring's, once every warp is done
+  // with it.
+  __shared__ float own_partial[kCols == 1 ? kMaxRuns : 1][kBlockCols][kPartialRow];
+  float* ring_partial = reinterpret_cast<float*>(ring_memory);
+  auto part = [&](int s, int column, int row) -> float& {
+    if constexpr (kCols == 1)
+      return own_partial[s][column][row];
+    else
+      return ring_partial[(s * kBlockCols + column) * kPartialRow + row];
+  };
   const Runs runs = k_runs(k);
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   uint4* ring = ring_memory + size_t(run) * R::kDepth * R::kPieces * 32 + lane;  // this lane's first place
 
-  // Launched early (launch_early): the block is placed while the kernel ahead finishes, and
+  // Launched early (launch): the block is placed while the kernel ahead finishes, and
   // reads nothing until then.
   wait_for_inputs();
   // Plain launches: block (x, y) computes row group x of column tile y, so the blocks that
@@ -205,9 +220,13 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const int64_t first = mine.first, last = mine.last;
   const __nv_bfloat16* w_group = mine.w;
 
-  const int64_t col0 = int64_t(col_tile) * kTileCols;
-  const __nv_bfloat16* w_a = w_group + size_t(min64(col0 + g, m - 1)) * size_t(k);
-  const __nv_bfloat16* w_b = w_group + size_t(min64(col0 + g + 8, m - 1)) * size_t(k);
+  const int64_t col0 = int64_t(col_tile) * kBlockCols;
+  const __nv_bfloat16 *w_a[kCols], *w_b[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    w_a[c] = w_group + size_t(min64(col0 + 16 * c + g, m - 1)) * size_t(k);
+    w_b[c] = w_group + size_t(min64(col0 + 16 * c + g + 8, m - 1)) * size_t(k);
+  }
   const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
   const bool x_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int b_begin = run * runs.per_run;
@@ -228,17 +247,20 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       uint4* place = ring + slot * R::kPieces * 32;
       const int64_t at = int64_t(b) * kBlockK + t * 8;
       if (b < b_end) {
-        if (w_async) {
-          copy16(place, w_a + (at < k ? at : 0), at < k);
-          copy16(place + 32, w_b + (at < k ? at : 0), at < k);
-        } else {
-          place[0] = load_w8(w_a, at, k);
-          place[32] = load_w8(w_b, at, k);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          if (w_async) {
+            copy16(place + 64 * c, w_a[c] + (at < k ? at : 0), at < k);
+            copy16(place + 64 * c + 32, w_b[c] + (at < k ? at : 0), at < k);
+          } else {
+            place[64 * c] = load_w8(w_a[c], at, k);
+            place[64 * c + 32] = load_w8(w_b[c], at, k);
+          }
         }
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
           if (j >= tiles) break;
-          uint4* xp = place + 64 + 64 * j;
+          uint4* xp = place + 64 * kCols + 64 * j;
           if (x_async) {
             copy16<true>(xp, x_row[j] + (at < k ? at : 0), at < k);
             copy16<true>(xp + 32, x_row[j] + (at < k ? at + 4 : 0), at < k);
@@ -252,47 +274,60 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
 #pragma unroll 1
     for (int s = 0; s < R::kDepth; ++s) stage(b_begin + s, s);
 
-    float acc[kTiles][4];
+    float acc[kCols][kTiles][4];
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int c = 0; c < kCols; ++c)
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) acc[c][j][0] = acc[c][j][1] = acc[c][j][2] = acc[c][j][3] = 0.0f;
     int slot = 0;
     for (int b = b_begin; b < b_end; ++b) {
       wait_copies<R::kDepth - 1>();  // block b is in
       const uint4* place = ring + slot * R::kPieces * 32;
-      const uint4 wa = place[0], wb = place[32];
+      // One column tile: its weights are read before the row tiles; two: each where it is used
+      // (each the order measured; the sums are the same).
+      uint4 wa[kCols], wb[kCols];
+      if (kCols == 1) wa[0] = place[0], wb[0] = place[32];
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         if (j >= tiles) break;
         uint4 h, l;
-        split_pieces(place[64 + 64 * j], place[96 + 64 * j], h, l);
-        mma(acc[j], wa.x, wb.x, wa.y, wb.y, h.x, h.y);
-        mma(acc[j], wa.x, wb.x, wa.y, wb.y, l.x, l.y);
-        mma(acc[j], wa.z, wb.z, wa.w, wb.w, h.z, h.w);
-        mma(acc[j], wa.z, wb.z, wa.w, wb.w, l.z, l.w);
+        split_pieces(place[64 * kCols + 64 * j], place[64 * kCols + 32 + 64 * j], h, l);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          if (kCols > 1) wa[c] = place[64 * c], wb[c] = place[64 * c + 32];
+          mma(acc[c][j], wa[c].x, wb[c].x, wa[c].y, wb[c].y, h.x, h.y);
+          mma(acc[c][j], wa[c].x, wb[c].x, wa[c].y, wb[c].y, l.x, l.y);
+          mma(acc[c][j], wa[c].z, wb[c].z, wa[c].w, wb[c].w, h.z, h.w);
+          mma(acc[c][j], wa[c].z, wb[c].z, wa[c].w, wb[c].w, l.z, l.w);
+        }
       }
       // The slot's values are in registers and used: refill it kDepth blocks ahead.
       stage(b + R::kDepth, slot);
       slot = slot + 1 == R::kDepth ? 0 : slot + 1;
     }
     wait_copies<0>();  // the empty groups past the run's end
-    // acc[j]: columns g and g + 8, tile rows 2t and 2t + 1.
+    if (kCols > 1) __syncthreads();  // every warp is done with the ring the partials take
+    // acc[c][j]: columns 16c + g and 16c + g + 8, tile rows 2t and 2t + 1.
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      if (j >= tiles) break;
-      partial[run][g][8 * j + 2 * t] = acc[j][0];
-      partial[run][g][8 * j + 2 * t + 1] = acc[j][1];
-      partial[run][g + 8][8 * j + 2 * t] = acc[j][2];
-      partial[run][g + 8][8 * j + 2 * t + 1] = acc[j][3];
+    for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        if (j >= tiles) break;
+        part(run, 16 * c + g, 8 * j + 2 * t) = acc[c][j][0];
+        part(run, 16 * c + g, 8 * j + 2 * t + 1) = acc[c][j][1];
+        part(run, 16 * c + g + 8, 8 * j + 2 * t) = acc[c][j][2];
+        part(run, 16 * c + g + 8, 8 * j + 2 * t + 1) = acc[c][j][3];
+      }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < kTileCols * group_rows; i += blockDim.x) {
+    for (int i = threadIdx.x; i < kBlockCols * group_rows; i += blockDim.x) {
       const int c = i / group_rows, r = i % group_rows;
       const int64_t col = col0 + c;
       if (col >= m) continue;
-      float total = partial[0][c][r];
-      for (int s = 1; s < runs.count; ++s) total += partial[s][c][r];
+      float total = part(0, c, r);
+      for (int s = 1; s < runs.count; ++s) total += part(s, c, r);
       const int64_t entry = group + r;
-      out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = total;
+      out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = finished(rows, total);
     }
     __syncthreads();  // the partials are read before the next group writes them
   }
@@ -319,6 +354,7 @@ __global__ void __launch_bounds__(256, 1)
     matmul_bf16_tiled_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
                              const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
                              MatmulRows rows) {
+  start_kernel();
   __shared__ TiledStage stages[kStages];
   const Runs runs = k_runs(k);
   const int64_t kpad = int64_t(runs.blocks) * kBlockK;
@@ -398,37 +434,38 @@ __global__ void __launch_bounds__(256, 1)
           const int row = warp_row + 8 * j + 2 * t + (e % 2);
           if (col >= m || row >= tile_rows) continue;
           const int64_t entry = tile_row + row;
-          out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = total[f][j][e];
+          out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = finished(rows, total[f][j][e]);
         }
       }
     }
   }
 }
 
-template <int kTiles>
+template <int kTiles, int kCols>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   cudaStream_t stream) {
-  const unsigned col_tiles = blocks_for(m, kTileCols);
-  require(rows.segments || col_tiles <= 65535, "matmul: over 65535 x 16 output columns");
+  const unsigned col_tiles = blocks_for(m, kTileCols * kCols);
+  require(rows.segments || col_tiles <= 65535, "matmul: over 65535 column tiles");
   const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(blocks_for(rows.n, kTiles * 8), col_tiles);
   const int warps = k_runs(k).count;
-  const size_t ring = size_t(warps) * Ring<kTiles>::kWarpBytes;
-  launch_early(matmul_bf16_kernel<kTiles>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
+  const size_t ring = size_t(warps) * Ring<kTiles, kCols>::kWarpBytes;
+  launch(matmul_bf16_kernel<kTiles, kCols>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
-template <int kTiles>
+template <int kTiles, int kCols>
 void allow_ring() {
-  const size_t ring = size_t(kMaxRuns) * Ring<kTiles>::kWarpBytes;
-  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t ring = size_t(kMaxRuns) * Ring<kTiles, kCols>::kWarpBytes;
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      int(ring)));
 }
 
 }  // namespace
 
 void prepare_matmul_bf16() {
-  allow_ring<1>();
-  allow_ring<2>();
+  allow_ring<1, 1>();
+  allow_ring<2, 1>();
+  allow_ring<2, 2>();
 }
 
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
@@ -445,17 +482,24 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
   // which splits x itself.
   if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    if (widest <= 8) return launch_round<1>(x, weights, out, k, m, rows, stream);
-    return launch_round<2>(x, weights, out, k, m, rows, stream);
+    // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
+    // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
+    // streams and 1.02x at 64 than by the most a group can have).
+    const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
+    if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, stream);
+    // Plain launches of more rows: two column tiles a block (measured: rounds 1.07x faster at
+    // 24 streams and 1.13x at 64 than with one).
+    if (rows.segments) return launch_round<2, 1>(x, weights, out, k, m, rows, stream);
+    return launch_round<2, 2>(x, weights, out, k, m, rows, stream);
   }
   const int64_t kpad = padded_k(k);
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
-  split_kernel<<<blocks_for(rows.x_rows * kpad, 256), 256, 0, stream>>>(x, rows.x_rows, k, kpad, hi, lo);
+  launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, stream, x, rows.x_rows, k, kpad, hi, lo);
   LOCKSTEP_LAUNCHED();
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
-  matmul_bf16_tiled_kernel<<<grid, 256, 0, stream>>>(hi, lo, weights, out, k, m, rows);
+  launch(matmul_bf16_tiled_kernel, grid, 256, 0, stream, hi, lo, weights, out, k, m, rows);
   LOCKSTEP_LAUNCHED();
 }
 

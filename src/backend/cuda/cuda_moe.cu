@@ -36,7 +36,7 @@ __device__ void top_indices(const float* values, int n, int k, int32_t* out) {
 
 __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n, int experts,
                                  int k, int32_t* ids, float* weights) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n) return;
   float score[kMaxExperts], choice[kMaxExperts], group_score[kMaxGroups];
@@ -78,7 +78,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
 template <int kPerLane>
 __global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
                                       int experts, int k, int32_t* ids, float* weights) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= n) return;  // whole warps leave together
@@ -161,7 +161,7 @@ __device__ int32_t block_exclusive_sum(int32_t v, int32_t* warp_sums, int32_t& t
 __global__ void __launch_bounds__(kMaxExperts)
     moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int launched, int32_t* segments,
                     int32_t* active, int32_t* slot_of, int32_t* row_of) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   __shared__ int32_t counts[kMaxExperts], cursor[kMaxExperts], warp_sums[kMaxExperts / 32];
   const int e = threadIdx.x;
   counts[e] = 0;
@@ -186,6 +186,7 @@ __global__ void __launch_bounds__(kMaxExperts)
 
 // out[r][i] = sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
 __global__ void moe_combine_kernel(const float* slots, const float* weights, int64_t n, int64_t d, int k, float* out) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   const int64_t r = i / d, c = i % d;
@@ -212,14 +213,14 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
     float* out_weights = ptr<float>(weights);
     const unsigned warp_blocks = cuda::blocks_for(n * 32, 128);
     if (routing.topk_groups < routing.groups)
-      moe_route_kernel<<<cuda::blocks_for(n, 64), 64, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
-                                                                     out_weights);
+      cuda::launch(moe_route_kernel, cuda::blocks_for(n, 64), 64, 0, stream, in, correction, routing, n, experts, k,
+                   out_ids, out_weights);
     else if (experts <= 128)
-      moe_route_warp_kernel<4><<<warp_blocks, 128, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
-                                                                  out_weights);
+      cuda::launch(moe_route_warp_kernel<4>, warp_blocks, 128, 0, stream, in, correction, routing, n, experts, k,
+                   out_ids, out_weights);
     else
-      moe_route_warp_kernel<16><<<warp_blocks, 128, 0, stream>>>(in, correction, routing, n, experts, k, out_ids,
-                                                                   out_weights);
+      cuda::launch(moe_route_warp_kernel<16>, warp_blocks, 128, 0, stream, in, correction, routing, n, experts, k,
+                   out_ids, out_weights);
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -252,8 +253,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                        workspace);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    moe_list_kernel<<<1, kMaxExperts, 0, stream>>>(id, slots, int(k), int(experts), int(launched), segments, active, slot_of,
-                                           row_of);
+    cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slots, int(k), int(experts), int(launched), segments,
+                 active, slot_of, row_of);
     LOCKSTEP_LAUNCHED();
     cuda::MatmulRows rows;
     rows.n = slots;
@@ -263,15 +264,17 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     rows.group_stride = inner * d;
     rows.max_group_rows = n;  // a token picks an expert once
     rows.x_rows = n;
-    rows.in_rows = row_of;  // up: token rows in, list order out
+    rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
+    rows.relu_squared = true;
     cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, stream);
-    cuda::launch_relu_squared(hidden, hidden, slots * inner, stream);
+    rows.relu_squared = false;
     rows.group_stride = d * inner;
     rows.x_rows = slots;
     rows.in_rows = nullptr;  // down: list order in, slots out
     rows.out_rows = slot_of;
     cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, stream);
-    moe_combine_kernel<<<cuda::blocks_for(n * d, 256), 256, 0, stream>>>(results, weight, n, d, int(k), result);
+    cuda::launch(moe_combine_kernel, cuda::blocks_for(n * d, 256), 256, 0, stream, results, weight, n, d, int(k),
+                 result);
     LOCKSTEP_LAUNCHED();
   });
 }

@@ -15,6 +15,7 @@ namespace {
 constexpr int kThreads = 256;  // threads per block of every row-wise op
 
 __global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, float* out, int64_t n, int64_t d) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   int64_t r = i / d, c = i % d;
@@ -36,7 +37,7 @@ __device__ void write_normed(const float* row, float sum, const float* w, float 
 
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   const float* row = x + int64_t(blockIdx.x) * d;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < d; i += kNormThreads) sum = fmaf(row[i], row[i], sum);
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kNormThreads)
 // then rms_norm_kernel, one launch.
 __global__ void __launch_bounds__(kNormThreads)
     add_rms_norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   float* row = x + int64_t(blockIdx.x) * d;
   const float* add = delta + int64_t(blockIdx.x) * d;
   float sum = 0.0f;
@@ -60,18 +61,20 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += bias[i % d];
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
 }
 
 __global__ void rope_kernel(float* x, const int32_t* positions, const float* cos_sin, int64_t rows, int64_t heads,
                             int64_t head_dim) {
+  cuda::start_kernel();
   const int64_t half = head_dim / 2;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * heads * half) return;
@@ -84,12 +87,13 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* cos
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 __global__ void relu_squared_kernel(const float* x, float* out, int64_t n) {
-  cuda::allow_early_launch();
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float v = fmaxf(x[i], 0.0f);
@@ -98,6 +102,7 @@ __global__ void relu_squared_kernel(const float* x, float* out, int64_t n) {
 
 __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, float* k_cache, float* v_cache,
                                 int64_t rows, int64_t kv_heads, int64_t head_dim, int64_t page_size) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * kv_heads * head_dim) return;
   int64_t r = i / (kv_heads * head_dim), g = (i / head_dim) % kv_heads, c = i % head_dim;
@@ -108,6 +113,7 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
 }
 
 __global__ void softmax_kernel(const float* x, float* out, int64_t d) {
+  cuda::start_kernel();
   __shared__ float shared[kThreads / 32];
   const float* row = x + int64_t(blockIdx.x) * d;
   float* o = out + int64_t(blockIdx.x) * d;
@@ -147,6 +153,7 @@ __device__ void block_best(float& value, int32_t& index, float* values, int32_t*
 }
 
 __global__ void argmax_kernel(const float* x, int32_t* ids, int64_t d) {
+  cuda::start_kernel();
   __shared__ float values[kThreads / 32];
   __shared__ int32_t indices[kThreads / 32];
   const float* row = x + int64_t(blockIdx.x) * d;
@@ -161,6 +168,7 @@ __global__ void argmax_kernel(const float* x, int32_t* ids, int64_t d) {
 // The k best of a row by k block-wide passes: pass j takes the best candidate ranked after
 // pass j-1's pick (lower value, or equal value and higher index). NaN counts as -inf.
 __global__ void top_k_kernel(const float* x, float* out_values, int32_t* out_ids, int64_t d, int64_t k) {
+  cuda::start_kernel();
   __shared__ float values[kThreads / 32];
   __shared__ int32_t indices[kThreads / 32];
   const float* row = x + int64_t(blockIdx.x) * d;
@@ -185,14 +193,29 @@ __global__ void top_k_kernel(const float* x, float* out_values, int32_t* out_ids
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, float* out, int64_t m, int64_t d) {
+  cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < m * d) out[i] = x[int64_t(rows[i / d]) * d + i % d];
 }
 
-__global__ void copy_columns_kernel(const float* x, int64_t d, int64_t begin, float* out, int64_t n, int64_t w) {
-  cuda::allow_early_launch();
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n * w) out[i] = x[(i / w) * d + begin + i % w];
+// split_columns' outputs: out[j] takes columns [begin[j], begin[j + 1]) of each row.
+struct ColumnSplit {
+  static constexpr int kMax = 4;
+  float* out[kMax];
+  int64_t begin[kMax + 1];
+  int count;
+};
+
+__global__ void split_columns_kernel(const float* x, int64_t d, ColumnSplit split, int64_t n) {
+  cuda::start_kernel();
+  const int64_t width = split.begin[split.count];
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * width) return;
+  const int64_t r = i / width, c = i % width;
+  int j = 0;
+  while (c >= split.begin[j + 1]) ++j;
+  const int64_t w = split.begin[j + 1] - split.begin[j];
+  split.out[j][r * w + c - split.begin[j]] = x[r * d + c];
 }
 
 }  // namespace
@@ -201,8 +224,8 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
   int64_t n = ids.numel(), d = table.cols();
   if (n == 0) return;
   enqueue(cuda::launch_key("embed_kernel", table, ids, out), [=](void* stream) {
-    embed_kernel<<<blocks_for(n * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        table.data, table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
+    cuda::launch(embed_kernel, blocks_for(n * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream), table.data,
+                 table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -210,8 +233,8 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
-    rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(weight), eps, ptr<float>(out), x.cols());
+    cuda::launch(rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
+                 ptr<float>(weight), eps, ptr<float>(out), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -220,8 +243,8 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
                                const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("add_rms_norm_kernel", x, delta, weight, eps, out), [=](void* stream) {
-    add_rms_norm_kernel<<<unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
+    cuda::launch(add_rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -229,8 +252,8 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
 void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
   if (x.numel() == 0) return;
   enqueue(cuda::launch_key("add_bias_kernel", x, bias), [=](void* stream) {
-    add_bias_kernel<<<blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(bias), x.numel(), x.cols());
+    cuda::launch(add_bias_kernel, blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), ptr<float>(bias), x.numel(), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -238,8 +261,8 @@ void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (a.numel() == 0) return;
   enqueue(cuda::launch_key("add_kernel", a, b, out), [=](void* stream) {
-    add_kernel<<<blocks_for(a.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(a), ptr<float>(b), ptr<float>(out), a.numel());
+    cuda::launch(add_kernel, blocks_for(a.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(a), ptr<float>(b), ptr<float>(out), a.numel());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -248,9 +271,9 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& c
   int64_t rows = x.shape[0], heads = x.shape[1], head_dim = x.shape[2];
   if (rows == 0) return;
   enqueue(cuda::launch_key("rope_kernel", x, positions, cos_sin), [=](void* stream) {
-    rope_kernel<<<blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0,
-                  static_cast<cudaStream_t>(stream)>>>(ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin),
-                                                       rows, heads, head_dim);
+    cuda::launch(rope_kernel, blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0,
+                 static_cast<cudaStream_t>(stream), ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows,
+                 heads, head_dim);
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -258,25 +281,19 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& c
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   if (gate.numel() == 0) return;
   enqueue(cuda::launch_key("swiglu_kernel", gate, up, out), [=](void* stream) {
-    swiglu_kernel<<<blocks_for(gate.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.numel());
+    cuda::launch(swiglu_kernel, blocks_for(gate.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.numel());
     LOCKSTEP_LAUNCHED();
   });
 }
 
-namespace cuda {
-
-void launch_relu_squared(const float* x, float* out, int64_t n, cudaStream_t stream) {
-  relu_squared_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(x, out, n);
-  LOCKSTEP_LAUNCHED();
-}
-
-}  // namespace cuda
-
 void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
-  if (x.numel() == 0) return;
+  const int64_t n = x.numel();
+  if (n == 0) return;
   enqueue(cuda::launch_key("relu_squared_kernel", x, out), [=](void* stream) {
-    cuda::launch_relu_squared(ptr<float>(x), ptr<float>(out), x.numel(), static_cast<cudaStream_t>(stream));
+    cuda::launch(relu_squared_kernel, blocks_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), ptr<float>(out), n);
+    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -284,10 +301,9 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots
   int64_t rows = k.shape[0], kv_heads = k.shape[1], head_dim = k.shape[2];
   if (rows == 0) return;
   enqueue(cuda::launch_key("kv_write_kernel", k, v, slots, cache), [=](void* stream) {
-    kv_write_kernel<<<blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0,
-                      static_cast<cudaStream_t>(stream)>>>(ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots),
-                                                           ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
-                                                           head_dim, cache.page_size());
+    cuda::launch(kv_write_kernel, blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0,
+                 static_cast<cudaStream_t>(stream), ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots),
+                 ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads, head_dim, cache.page_size());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -295,8 +311,8 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots
 void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("softmax_kernel", x, out), [=](void* stream) {
-    softmax_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(ptr<float>(x),
-                                                                                           ptr<float>(out), x.cols());
+    cuda::launch(softmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
+                 ptr<float>(out), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -304,8 +320,8 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
 void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("argmax_kernel", x, ids), [=](void* stream) {
-    argmax_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(ptr<float>(x),
-                                                                                          ptr<int32_t>(ids), x.cols());
+    cuda::launch(argmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
+                 ptr<int32_t>(ids), x.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -313,8 +329,8 @@ void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
 void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
   if (x.rows() == 0) return;
   enqueue(cuda::launch_key("top_k_kernel", x, values, ids), [=](void* stream) {
-    top_k_kernel<<<unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<float>(values), ptr<int32_t>(ids), x.cols(), values.cols());
+    cuda::launch(top_k_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
+                 ptr<float>(values), ptr<int32_t>(ids), x.cols(), values.cols());
     LOCKSTEP_LAUNCHED();
   });
 }
@@ -323,18 +339,30 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor&
   int64_t m = rows.numel(), d = x.cols();
   if (m == 0) return;
   enqueue(cuda::launch_key("gather_rows_kernel", x, rows, out), [=](void* stream) {
-    gather_rows_kernel<<<blocks_for(m * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), ptr<int32_t>(rows), ptr<float>(out), m, d);
+    cuda::launch(gather_rows_kernel, blocks_for(m * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), ptr<int32_t>(rows), ptr<float>(out), m, d);
     LOCKSTEP_LAUNCHED();
   });
 }
 
-void CudaBackend::copy_columns(const Tensor& x, int64_t begin, const Tensor& out) {
-  int64_t n = x.rows(), w = out.cols();
-  if (n == 0) return;
-  enqueue(cuda::launch_key("copy_columns_kernel", x, begin, out), [=](void* stream) {
-    copy_columns_kernel<<<blocks_for(n * w, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        ptr<float>(x), x.cols(), begin, ptr<float>(out), n, w);
+void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
+  cuda::require(outs.size() <= ColumnSplit::kMax, "split_columns: over 4 outputs");
+  ColumnSplit split{};
+  split.count = int(outs.size());
+  cuda::LaunchKey key;
+  cuda::key_add(key, "split_columns_kernel");
+  cuda::key_add(key, x);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    split.out[j] = ptr<float>(outs[j]);
+    split.begin[j + 1] = split.begin[j] + outs[j].cols();
+    cuda::key_add(key, outs[j]);
+  }
+  cuda::require(split.begin[split.count] <= x.cols(), "split_columns: the outputs are wider than x");
+  const int64_t n = x.rows(), width = split.begin[split.count];
+  if (n == 0 || width == 0) return;
+  enqueue(key.hash, [=](void* stream) {
+    cuda::launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), x.cols(), split, n);
     LOCKSTEP_LAUNCHED();
   });
 }

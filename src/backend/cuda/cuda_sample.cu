@@ -202,6 +202,7 @@ constexpr int kBestParts = 32;
 constexpr int kBestThreads = 256;
 
 __global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned long long* best_keys) {
+  cuda::start_kernel();
   __shared__ unsigned long long warp_best[kBestThreads / 32];
   const float* x = logits + int64_t(blockIdx.y) * vocab;
   const int64_t part = (vocab + kBestParts - 1) / kBestParts;
@@ -223,6 +224,7 @@ __global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned lon
 // may pass none.
 __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings,
                               const unsigned long long* best_keys, Candidate* lists, int32_t* ids) {
+  cuda::start_kernel();
   __shared__ Shared s;
   const float* x = logits + int64_t(blockIdx.x) * vocab;
   const RowSettings row = settings[blockIdx.x];
@@ -302,12 +304,11 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
                             : nullptr;
   enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    best_key_kernel<<<dim3(kBestParts, unsigned(n)), kBestThreads, 0, stream>>>(cuda::ptr<float>(logits), vocab,
-                                                                                 best_keys);
+    cuda::launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, stream, cuda::ptr<float>(logits),
+                 vocab, best_keys);
     LOCKSTEP_LAUNCHED();
-    sample_kernel<<<unsigned(n), kThreads, 0, stream>>>(cuda::ptr<float>(logits), vocab,
-                                                        static_cast<const RowSettings*>(settings.data), best_keys,
-                                                        lists, cuda::ptr<int32_t>(ids));
+    cuda::launch(sample_kernel, unsigned(n), kThreads, 0, stream, cuda::ptr<float>(logits), vocab,
+                 static_cast<const RowSettings*>(settings.data), best_keys, lists, cuda::ptr<int32_t>(ids));
     LOCKSTEP_LAUNCHED();
   });
 }

@@ -22,19 +22,15 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   Tensor y_norm = rows_of(y_norm_, n);    // [n, inner]
   Tensor out = rows_of(out_, n);          // [n, hidden]
 
-  // One matmul reads in_proj once (one launch, not three), then the three parts are copied out.
+  // One matmul reads in_proj once (one launch, not three), then one op copies the three parts out.
   Tensor proj = rows_of(proj_, n);  // [n, inner + conv_dim + mamba_heads]
   backend_.matmul(h, m.in_proj, proj);
   if (c.proj_bias) backend_.add_bias(proj, m.in_bias);
-  backend_.copy_columns(proj, 0, z);
-  backend_.copy_columns(proj, inner, xbc);
-  backend_.copy_columns(proj, inner + conv_dim, dt);
+  backend_.split_columns(proj, {z, xbc, dt});
   SequenceRows seqs = inputs_.sequences();
   Tensor conv_weight = m.conv_weight.view().reshaped({conv_dim, c.conv_kernel});
   backend_.conv1d_silu(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act);
-  backend_.copy_columns(xbc_act, 0, xs.reshaped({n, inner}));
-  backend_.copy_columns(xbc_act, inner, b.reshaped({n, gn}));
-  backend_.copy_columns(xbc_act, inner + gn, cc.reshaped({n, gn}));
+  backend_.split_columns(xbc_act, {xs.reshaped({n, inner}), b.reshaped({n, gn}), cc.reshaped({n, gn})});
 
   SsmScan scan;
   scan.x = xs;
@@ -76,9 +72,13 @@ void NemotronModel::mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& ou
   Tensor h = rows_of(h_, n);  // [n, hidden]
   const int64_t inner = mlp.up.view().shape[0];
   Tensor up{inner_.view().data, DType::f32, {n, inner}};  // [n, inner], inside inner_ [max_rows, max inner]
-  backend_.matmul(h, mlp.up, up);
-  if (!mlp.up_bias.empty()) backend_.add_bias(up, mlp.up_bias);
-  backend_.relu_squared(up, up);
+  if (mlp.up_bias.empty()) {
+    backend_.matmul_relu_squared(h, mlp.up, up);
+  } else {
+    backend_.matmul(h, mlp.up, up);
+    backend_.add_bias(up, mlp.up_bias);
+    backend_.relu_squared(up, up);
+  }
   backend_.matmul(up, mlp.down, out);
   if (!mlp.down_bias.empty()) backend_.add_bias(out, mlp.down_bias);
 }
