@@ -37,14 +37,10 @@ class WeightBytes final : public Backend {
     timed("embed", [&] { inner_.embed(table, ids, out); });
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override {
-    if (counting) bytes += double(w.bytes());
-    timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
-          [&] { inner_.matmul(x, w, out); });
+    counted_matmul(x, w, [&] { inner_.matmul(x, w, out); });
   }
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override {
-    if (counting) bytes += double(w.bytes());
-    timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
-          [&] { inner_.matmul_relu_squared(x, w, out); });
+    counted_matmul(x, w, [&] { inner_.matmul_relu_squared(x, w, out); });
   }
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
                    const Tensor& out) override {
@@ -127,6 +123,13 @@ class WeightBytes final : public Backend {
   void release(const Tensor&) override {}  // alloc hands out the inner backend's tensors
 
  private:
+  // A matmul reads all of w: counted, and timed under its shape.
+  template <class F>
+  void counted_matmul(const Tensor& x, const Tensor& w, F run) {
+    if (counting) bytes += double(w.bytes());
+    timed("matmul " + std::to_string(w.shape[0]) + "x" + std::to_string(w.cols()) + (x.rows() > 64 ? " (fill)" : ""),
+          run);
+  }
   template <class F>
   void timed(const std::string& op, F run) {
     if (!profiling) return run();

@@ -288,16 +288,13 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
       cuda::launch(attention_kernel, unsigned(blocks), kThreads, shared, stream, q_at, k_at, v_at, positions, row_seq,
                    page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), scale,
                    cuda::ptr<float>(out));
-      LOCKSTEP_LAUNCHED();
       return;
     }
     cuda::launch(attention_split_kernel, dim3(unsigned(blocks), unsigned(max_splits)), kThreads, shared, stream, q_at,
                  k_at, v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim),
                  cache.page_size(), scale, max_splits, splits);
-    LOCKSTEP_LAUNCHED();
     cuda::launch(attention_fold_kernel, unsigned(blocks), kThreads, 0, stream, positions, heads, kv_heads,
                  int(head_dim), max_splits, splits, cuda::ptr<float>(out));
-    LOCKSTEP_LAUNCHED();
   });
 }
 

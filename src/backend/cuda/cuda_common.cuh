@@ -96,7 +96,8 @@ __device__ inline void start_kernel() {
 // LOCKSTEP_CUDA_EARLY=0 launches these kernels plainly (to measure what early launches gain).
 bool early_launches_on();
 
-// Launches a kernel with programmatic dependent launch (see wait_for_inputs).
+// Launches a kernel with programmatic dependent launch (see wait_for_inputs); a launch error
+// aborts here, as any CUDA error does.
 template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};

@@ -235,11 +235,9 @@ void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tenso
       cuda::launch(conv1d_silu_rows_kernel, cuda::blocks_for(n_rows * channels, 256), 256, 0, stream, ptr<float>(x),
                    ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
                    ptr<float>(out));
-      LOCKSTEP_LAUNCHED();
       cuda::launch(conv1d_history_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
                    ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
     }
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -266,7 +264,6 @@ void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
       cuda::launch(ssm_scan_kernel<4>, blocks, 32, 0, stream, a, rows, warps_per_head);
     else
       cuda::launch(ssm_scan_kernel<8>, blocks, 32, 0, stream, a, rows, warps_per_head);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -276,7 +273,6 @@ void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tens
   enqueue(cuda::launch_key("gated_rms_norm_kernel", x, gate, weight, groups, eps, out), [=](void* stream) {
     cuda::launch(gated_rms_norm_kernel, unsigned(x.rows() * groups), kNormThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
-    LOCKSTEP_LAUNCHED();
   });
 }
 

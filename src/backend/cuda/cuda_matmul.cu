@@ -164,7 +164,6 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
     launch(matmul_kernel<true>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
   else
     launch(matmul_kernel<false>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
-  LOCKSTEP_LAUNCHED();
 }
 
 }  // namespace cuda

@@ -497,10 +497,8 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
   launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, stream, x, rows.x_rows, k, kpad, hi, lo);
-  LOCKSTEP_LAUNCHED();
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
   launch(matmul_bf16_tiled_kernel, grid, 256, 0, stream, hi, lo, weights, out, k, m, rows);
-  LOCKSTEP_LAUNCHED();
 }
 
 }  // namespace lockstep::cuda

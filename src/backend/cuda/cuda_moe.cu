@@ -221,7 +221,6 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
     else
       cuda::launch(moe_route_warp_kernel<16>, warp_blocks, 128, 0, stream, in, correction, routing, n, experts, k,
                    out_ids, out_weights);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -255,7 +254,6 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     auto stream = static_cast<cudaStream_t>(s);
     cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slots, int(k), int(experts), int(launched), segments,
                  active, slot_of, row_of);
-    LOCKSTEP_LAUNCHED();
     cuda::MatmulRows rows;
     rows.n = slots;
     rows.segments = segments;
@@ -275,7 +273,6 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, stream);
     cuda::launch(moe_combine_kernel, cuda::blocks_for(n * d, 256), 256, 0, stream, results, weight, n, d, int(k),
                  result);
-    LOCKSTEP_LAUNCHED();
   });
 }
 

@@ -226,7 +226,6 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
   enqueue(cuda::launch_key("embed_kernel", table, ids, out), [=](void* stream) {
     cuda::launch(embed_kernel, blocks_for(n * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream), table.data,
                  table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -235,7 +234,6 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, con
   enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
     cuda::launch(rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
                  ptr<float>(weight), eps, ptr<float>(out), x.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -245,7 +243,6 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tenso
   enqueue(cuda::launch_key("add_rms_norm_kernel", x, delta, weight, eps, out), [=](void* stream) {
     cuda::launch(add_rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -254,7 +251,6 @@ void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
   enqueue(cuda::launch_key("add_bias_kernel", x, bias), [=](void* stream) {
     cuda::launch(add_bias_kernel, blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<float>(bias), x.numel(), x.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -263,7 +259,6 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   enqueue(cuda::launch_key("add_kernel", a, b, out), [=](void* stream) {
     cuda::launch(add_kernel, blocks_for(a.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(a), ptr<float>(b), ptr<float>(out), a.numel());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -274,7 +269,6 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& c
     cuda::launch(rope_kernel, blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0,
                  static_cast<cudaStream_t>(stream), ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows,
                  heads, head_dim);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -283,7 +277,6 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out
   enqueue(cuda::launch_key("swiglu_kernel", gate, up, out), [=](void* stream) {
     cuda::launch(swiglu_kernel, blocks_for(gate.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.numel());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -293,7 +286,6 @@ void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
   enqueue(cuda::launch_key("relu_squared_kernel", x, out), [=](void* stream) {
     cuda::launch(relu_squared_kernel, blocks_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<float>(out), n);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -304,7 +296,6 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots
     cuda::launch(kv_write_kernel, blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0,
                  static_cast<cudaStream_t>(stream), ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots),
                  ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads, head_dim, cache.page_size());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -313,7 +304,6 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
   enqueue(cuda::launch_key("softmax_kernel", x, out), [=](void* stream) {
     cuda::launch(softmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
                  ptr<float>(out), x.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -322,7 +312,6 @@ void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
   enqueue(cuda::launch_key("argmax_kernel", x, ids), [=](void* stream) {
     cuda::launch(argmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
                  ptr<int32_t>(ids), x.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -331,7 +320,6 @@ void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids
   enqueue(cuda::launch_key("top_k_kernel", x, values, ids), [=](void* stream) {
     cuda::launch(top_k_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
                  ptr<float>(values), ptr<int32_t>(ids), x.cols(), values.cols());
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -341,7 +329,6 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor&
   enqueue(cuda::launch_key("gather_rows_kernel", x, rows, out), [=](void* stream) {
     cuda::launch(gather_rows_kernel, blocks_for(m * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<int32_t>(rows), ptr<float>(out), m, d);
-    LOCKSTEP_LAUNCHED();
   });
 }
 
@@ -363,7 +350,6 @@ void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs
   enqueue(key.hash, [=](void* stream) {
     cuda::launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), x.cols(), split, n);
-    LOCKSTEP_LAUNCHED();
   });
 }
 

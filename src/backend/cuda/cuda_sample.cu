@@ -306,10 +306,8 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
     auto stream = static_cast<cudaStream_t>(s);
     cuda::launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, stream, cuda::ptr<float>(logits),
                  vocab, best_keys);
-    LOCKSTEP_LAUNCHED();
     cuda::launch(sample_kernel, unsigned(n), kThreads, 0, stream, cuda::ptr<float>(logits), vocab,
                  static_cast<const RowSettings*>(settings.data), best_keys, lists, cuda::ptr<int32_t>(ids));
-    LOCKSTEP_LAUNCHED();
   });
 }
 
