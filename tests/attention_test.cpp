@@ -12,7 +12,7 @@
 namespace lockstep {
 namespace {
 
-constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 32, kPageSize = 16, kPages = 96;
+constexpr int64_t kHeads = 16, kKvHeads = 2, kHeadDim = 32, kPageSize = 16, kPages = 96;
 
 struct Sequence {
   std::vector<int32_t> pages;

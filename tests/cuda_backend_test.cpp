@@ -338,7 +338,7 @@ TEST_F(CudaVsCpu, MoeRouteAndExperts) {
     for (DType wtype : {DType::f32, DType::bf16}) {
       Pair x = random(DType::f32, {n, d}), up = random(wtype, {experts, inner, d}),
            down = random(wtype, {experts, d, inner});
-      Pair out = output(DType::f32, {n, d});
+      Pair out = random(DType::f32, {n, d});  // a shared expert's output, which the routed sum adds to
       cpu.moe_experts(x.cpu, ids.cpu, weights.cpu, up.cpu, down.cpu, out.cpu);
       gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, out.gpu);
       expect_close(out, "moe_experts");

@@ -150,14 +150,17 @@ Experts make_experts(Backend& backend, DType dtype, std::mt19937& rng) {
   return e;
 }
 
-// A launch of moe_experts: x [n, d], ids and weights [n, k]; returns out [n, d].
+// A launch of moe_experts: x [n, d], ids and weights [n, k]; returns out [n, d], which starts
+// as `start` (zeros when empty).
 std::vector<float> run_experts(Backend& backend, const Experts& e, const std::vector<float>& x,
-                               const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+                               const std::vector<int32_t>& ids, const std::vector<float>& weights,
+                               std::vector<float> start = {}) {
   const int64_t n = int64_t(x.size()) / kDim;
   OwnedTensor tx = to_backend(backend, DType::f32, {n, kDim}, x);
   OwnedTensor tids = to_backend(backend, DType::i32, {n, kTopK}, ids);
   OwnedTensor tweights = to_backend(backend, DType::f32, {n, kTopK}, weights);
-  OwnedTensor out = backend.alloc(DType::f32, {n, kDim});
+  start.resize(size_t(n * kDim), 0.0f);
+  OwnedTensor out = to_backend(backend, DType::f32, {n, kDim}, start);
   backend.moe_experts(tx, tids, tweights, e.up_tensor, e.down_tensor, out);
   return to_host(backend, out);
 }
@@ -184,7 +187,9 @@ TEST_P(MoeOps, ExpertsMatchFloat64Reference) {
     std::vector<float> x = normal_floats(rng, n * kDim), weights;
     std::vector<int32_t> ids;
     random_routing(rng, n, ids, weights);
-    std::vector<float> got = run_experts(*backend, e, x, ids, weights);
+    // The output starts as a shared expert's would, and the routed sum is added to it.
+    const std::vector<float> start = normal_floats(rng, n * kDim);
+    std::vector<float> got = run_experts(*backend, e, x, ids, weights, start);
     for (int64_t r = 0; r < n; ++r) {
       std::vector<double> want(kDim, 0.0);
       for (int64_t j = 0; j < kTopK; ++j) {
@@ -202,6 +207,7 @@ TEST_P(MoeOps, ExpertsMatchFloat64Reference) {
           want[size_t(c)] += weights[size_t(r * kTopK + j)] * down;
         }
       }
+      for (int64_t c = 0; c < kDim; ++c) want[size_t(c)] += start[size_t(r * kDim + c)];
       for (int64_t c = 0; c < kDim; ++c)
         EXPECT_NEAR(got[size_t(r * kDim + c)], want[size_t(c)], 1e-4 * (1 + std::abs(want[size_t(c)])))
             << dtype_name(dtype) << " row " << r << " column " << c;

@@ -112,11 +112,12 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
   pool_.parallel_for(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       float* o = out.as<float>() + r * d;
-      std::fill(o, o + d, 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        float w = weights.as<float>()[r * k + j];
-        const float* slot = moe_slots_.data() + (r * k + j) * d;
-        for (int64_t i = 0; i < d; ++i) o[i] += w * slot[i];
+      const float* w = weights.as<float>() + r * k;
+      const float* slots = moe_slots_.data() + r * k * d;
+      for (int64_t i = 0; i < d; ++i) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < k; ++j) sum += w[j] * slots[j * d + i];
+        o[i] += sum;
       }
     }
   });

@@ -1,5 +1,8 @@
 // CUDA paged attention. One block per (query row, KV head) serves every query head that reads
-// that KV head (GQA), so each cached key and value is read once per row, not once per head.
+// that KV head (GQA), so each cached key and value is read once per row, not once per head;
+// when that gives few blocks (rounds of few rows), the query heads are shared out among up to
+// 8 blocks per (row, KV head), each reading the keys and values again (mostly from L2), so more
+// of the GPU works. Each head's arithmetic is the same wherever it runs.
 // The row's positions 0..pos are read in splits of kAttentionSplit, each in tiles of kTile
 // positions staged in shared memory:
 //   scores: head j's score at position p is a fmaf chain over the head dimension in order,
@@ -28,13 +31,16 @@ constexpr int64_t kSplitParallelBlocks = 256;  // (row, KV head) blocks up to wh
 // head, 8.3 KB each: 136 MB); past it, as for long contexts at many rows, the in-block path.
 constexpr int64_t kMaxSplitResults = 16384;
 
-struct Layout {  // the block's shared memory, in floats
-  int64_t heads_per_kv, head_dim;
-  __host__ __device__ int64_t query() const { return 0; }                                // [H, head_dim]
-  __host__ __device__ int64_t weights() const { return heads_per_kv * head_dim; }        // [H, kSplit]
-  __host__ __device__ int64_t tile() const { return weights() + heads_per_kv * kSplit; }  // [kTile, head_dim + 1]
+// (Row, KV head) blocks up to which the query heads are shared out among blocks.
+constexpr int64_t kShareHeadsBelow = 64;
+
+struct Layout {  // the block's shared memory, in floats; H = the block's query heads
+  int64_t heads, head_dim;
+  __host__ __device__ int64_t query() const { return 0; }                             // [H, head_dim]
+  __host__ __device__ int64_t weights() const { return heads * head_dim; }            // [H, kSplit]
+  __host__ __device__ int64_t tile() const { return weights() + heads * kSplit; }     // [kTile, head_dim + 1]
   __host__ __device__ int64_t per_head() const { return tile() + kTile * (head_dim + 1); }  // [5, H]
-  __host__ __device__ int64_t floats() const { return per_head() + 5 * heads_per_kv; }
+  __host__ __device__ int64_t floats() const { return per_head() + 5 * heads; }
 };
 
 // Stages positions [first, first + count) of one KV head into tile, a warp per position (rows
@@ -49,41 +55,46 @@ __device__ void stage(float* tile, const float* base, const int32_t* pages, int6
   }
 }
 
-// What every kernel here shares: the block's (row, KV head), its shared memory and its view of
-// the cache. Thread t holds the (head, column) pairs t + i * kThreads.
+// What every kernel here shares: the block's (row, KV head, share of its query heads), its
+// shared memory and its view of the cache. Thread t holds the (head, column) pairs
+// t + i * kThreads of the block's heads.
 struct Block {
   float *query, *weights, *tile;
   float *split_max, *split_sum, *keep, *add, *total_sum;  // per head
-  int64_t r, g, heads_per_kv, length, page_size, page_stride;
+  int64_t r, g, heads, first_head, length, page_size, page_stride;
   int head_dim, pairs;
   const int32_t* pages;
   const float *k_base, *v_base;
 };
 
+// Block `block` is (row, KV head, share) in that order, with `shares` shares of each KV head's
+// query heads.
 __device__ Block open_block(float* shared, int64_t block, const float* q, const float* k_cache, const float* v_cache,
                             const int32_t* positions, const int32_t* row_seq, const int32_t* page_tables,
-                            int64_t max_pages, int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size) {
+                            int64_t max_pages, int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size,
+                            int64_t shares) {
   Block b;
-  b.heads_per_kv = heads / kv_heads;
-  const Layout layout{b.heads_per_kv, head_dim};
+  b.heads = heads / kv_heads / shares;
+  const Layout layout{b.heads, head_dim};
   b.query = shared + layout.query();
   b.weights = shared + layout.weights();
   b.tile = shared + layout.tile();
   b.split_max = shared + layout.per_head();
-  b.split_sum = b.split_max + b.heads_per_kv;
-  b.keep = b.split_sum + b.heads_per_kv;
-  b.add = b.keep + b.heads_per_kv;
-  b.total_sum = b.add + b.heads_per_kv;
-  b.r = block / kv_heads, b.g = block % kv_heads;
+  b.split_sum = b.split_max + b.heads;
+  b.keep = b.split_sum + b.heads;
+  b.add = b.keep + b.heads;
+  b.total_sum = b.add + b.heads;
+  b.r = block / shares / kv_heads, b.g = block / shares % kv_heads;
+  b.first_head = b.g * (heads / kv_heads) + block % shares * b.heads;
   b.head_dim = head_dim;
-  b.pairs = int(b.heads_per_kv) * head_dim;
+  b.pairs = int(b.heads) * head_dim;
   b.pages = page_tables + int64_t(row_seq[b.r]) * max_pages;
   b.length = int64_t(positions[b.r]) + 1;
   b.page_size = page_size;
   b.page_stride = kv_heads * page_size * head_dim;
   b.k_base = k_cache + b.g * page_size * head_dim;
   b.v_base = v_cache + b.g * page_size * head_dim;
-  const float* q_rows = q + (b.r * heads + b.g * b.heads_per_kv) * head_dim;
+  const float* q_rows = q + (b.r * heads + b.first_head) * head_dim;
   for (int i = threadIdx.x; i < b.pairs; i += kThreads) b.query[i] = q_rows[i];
   return b;
 }
@@ -99,7 +110,7 @@ __device__ void attend_split(const Block& b, int64_t split, int count, float sca
     __syncthreads();  // the tile is free
     stage(b.tile, b.k_base, b.pages, split + first, staged, b.page_size, b.page_stride, head_dim);
     __syncthreads();
-    for (int64_t j = warp; j < b.heads_per_kv; j += kWarps) {
+    for (int64_t j = warp; j < b.heads; j += kWarps) {
       if (lane < staged) {
         const float* key = b.tile + lane * (head_dim + 1);
         const float* qj = b.query + j * head_dim;
@@ -111,7 +122,7 @@ __device__ void attend_split(const Block& b, int64_t split, int count, float sca
   }
   __syncthreads();
   // Per head: the split's max, the weights and their sum.
-  for (int64_t j = warp; j < b.heads_per_kv; j += kWarps) {
+  for (int64_t j = warp; j < b.heads; j += kWarps) {
     float* w = b.weights + j * kSplit;
     float top = -INFINITY;
     for (int p = lane; p < count; p += 32) top = fmaxf(top, w[p]);
@@ -168,8 +179,9 @@ __device__ inline float fold_column(float total, float part, const Fold& f) {
 #define ATTENTION_ARGS                                                                                           \
   const float *__restrict__ q, const float *__restrict__ k_cache, const float *__restrict__ v_cache,           \
       const int32_t *positions, const int32_t *row_seq, const int32_t *page_tables, int64_t max_pages,          \
-      int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size
-#define ATTENTION_PASS q, k_cache, v_cache, positions, row_seq, page_tables, max_pages, heads, kv_heads, head_dim, page_size
+      int64_t heads, int64_t kv_heads, int head_dim, int64_t page_size, int64_t shares
+#define ATTENTION_PASS \
+  q, k_cache, v_cache, positions, row_seq, page_tables, max_pages, heads, kv_heads, head_dim, page_size, shares
 
 // One block per (row, KV head) walks every split in order.
 __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, float scale, float* __restrict__ out) {
@@ -181,10 +193,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, flo
   float total_max = -INFINITY;  // per head, kept by thread j for head j
 #pragma unroll
   for (int i = 0; i < kMaxColumns; ++i) total[i] = 0.0f;
-  if (t < b.heads_per_kv) b.total_sum[t] = 0.0f;
+  if (t < b.heads) b.total_sum[t] = 0.0f;
   for (int64_t split = 0; split < b.length; split += kSplit) {
     attend_split(b, split, int(cuda::min64(kSplit, b.length - split)), scale, part);
-    if (t < b.heads_per_kv) {
+    if (t < b.heads) {
       const Fold f = fold(total_max, b.total_sum[t], b.split_max[t], b.split_sum[t]);
       b.keep[t] = f.keep, b.add[t] = f.add;
     }
@@ -198,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(ATTENTION_ARGS, flo
     }
   }
   __syncthreads();
-  float* out_rows = out + (b.r * heads + b.g * b.heads_per_kv) * head_dim;
+  float* out_rows = out + (b.r * heads + b.first_head) * head_dim;
 #pragma unroll
   for (int i = 0; i < kMaxColumns; ++i) {
     const int pair = t + i * kThreads;
@@ -220,32 +232,35 @@ __global__ void __launch_bounds__(kThreads)
   if (split >= b.length) return;  // the whole block leaves together
   float part[kMaxColumns];
   attend_split(b, split, int(cuda::min64(kSplit, b.length - split)), scale, part);
-  float* result = splits + (int64_t(blockIdx.x) * max_splits + blockIdx.y) * b.heads_per_kv * (head_dim + 2);
+  float* result = splits + (int64_t(blockIdx.x) * max_splits + blockIdx.y) * b.heads * (head_dim + 2);
   const int t = threadIdx.x;
-  if (t < b.heads_per_kv) result[2 * t] = b.split_max[t], result[2 * t + 1] = b.split_sum[t];
+  if (t < b.heads) result[2 * t] = b.split_max[t], result[2 * t + 1] = b.split_sum[t];
 #pragma unroll
   for (int i = 0; i < kMaxColumns; ++i) {
     const int pair = t + i * kThreads;
     if (pair >= b.pairs) break;
-    result[2 * b.heads_per_kv + pair] = part[i];
+    result[2 * b.heads + pair] = part[i];
   }
 }
 
 __global__ void __launch_bounds__(kThreads)
     attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t max_splits,
-                          const float* __restrict__ splits, float* __restrict__ out) {
+                          int64_t shares, const float* __restrict__ splits, float* __restrict__ out) {
   cuda::start_kernel();
-  const int64_t r = blockIdx.x / kv_heads, g = blockIdx.x % kv_heads, heads_per_kv = heads / kv_heads;
-  const int64_t length = int64_t(positions[r]) + 1, stride = heads_per_kv * (head_dim + 2);
-  const int pairs = int(heads_per_kv) * head_dim;
-  float* out_rows = out + (r * heads + g * heads_per_kv) * head_dim;
+  // Block x is (row, KV head, share), as in attention_split_kernel.
+  const int64_t block_heads = heads / kv_heads / shares;
+  const int64_t r = blockIdx.x / shares / kv_heads, g = blockIdx.x / shares % kv_heads;
+  const int64_t first_head = g * (heads / kv_heads) + blockIdx.x % shares * block_heads;
+  const int64_t length = int64_t(positions[r]) + 1, stride = block_heads * (head_dim + 2);
+  const int pairs = int(block_heads) * head_dim;
+  float* out_rows = out + (r * heads + first_head) * head_dim;
   for (int pair = threadIdx.x; pair < pairs; pair += kThreads) {
     const int j = pair / head_dim;
     float total = 0.0f, total_max = -INFINITY, total_sum = 0.0f;
     const float* result = splits + int64_t(blockIdx.x) * max_splits * stride;
     for (int64_t split = 0; split < length; split += kSplit, result += stride) {
       const Fold f = fold(total_max, total_sum, result[2 * j], result[2 * j + 1]);
-      total = fold_column(total, result[2 * heads_per_kv + pair], f);
+      total = fold_column(total, result[2 * block_heads + pair], f);
     }
     out_rows[pair] = total / total_sum;
   }
@@ -257,7 +272,14 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
                             const Tensor& out) {
   const int64_t n_rows = q.shape[0], heads = q.shape[1], head_dim = q.shape[2], kv_heads = cache.k.shape[1];
   if (n_rows == 0) return;
-  const Layout layout{heads / kv_heads, head_dim};
+  const int64_t blocks = n_rows * kv_heads;
+  // Few (row, KV head) blocks: share each KV head's query heads out among up to 8 blocks, at
+  // least two heads a block (fewer would read the keys and values more for no shorter block).
+  int64_t shares = 1;
+  while (blocks * shares < kShareHeadsBelow && shares < 8 && (heads / kv_heads) % (2 * shares) == 0 &&
+         heads / kv_heads / (2 * shares) >= 2)
+    shares *= 2;
+  const Layout layout{heads / kv_heads / shares, head_dim};
   const size_t shared = size_t(layout.floats()) * sizeof(float);
   cuda::require(heads % kv_heads == 0 && heads / kv_heads <= kThreads &&
                     heads / kv_heads * head_dim <= int64_t(kMaxColumns) * kThreads && shared <= kMaxShared,
@@ -271,7 +293,6 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
   (void)opted_in;
   const int64_t max_pages = rows.page_tables.cols();
   const int64_t max_splits = (max_pages * cache.page_size() + kSplit - 1) / kSplit;
-  const int64_t blocks = n_rows * kv_heads;
   // Few (row, KV head) blocks and room for long rows: each split gets a block of its own.
   const bool split_parallel =
       blocks <= kSplitParallelBlocks && max_splits > 1 && blocks * max_splits <= kMaxSplitResults;
@@ -279,22 +300,23 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
   if (split_parallel)
     splits = static_cast<float*>(
         scratch(kAttentionScratch, size_t(blocks * max_splits * (heads / kv_heads) * (head_dim + 2)) * sizeof(float)));
+  const unsigned launched = unsigned(blocks * shares);
   enqueue(cuda::launch_key("attention_kernel", q, cache, rows, scale, out, splits), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     const float *q_at = cuda::ptr<float>(q), *k_at = cuda::ptr<float>(cache.k), *v_at = cuda::ptr<float>(cache.v);
     const int32_t *positions = cuda::ptr<int32_t>(rows.positions), *row_seq = cuda::ptr<int32_t>(rows.row_seq);
     const int32_t* page_tables = cuda::ptr<int32_t>(rows.page_tables);
     if (!split_parallel) {
-      cuda::launch(attention_kernel, unsigned(blocks), kThreads, shared, stream, q_at, k_at, v_at, positions, row_seq,
-                   page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), scale,
+      cuda::launch(attention_kernel, launched, kThreads, shared, stream, q_at, k_at, v_at, positions, row_seq,
+                   page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), shares, scale,
                    cuda::ptr<float>(out));
       return;
     }
-    cuda::launch(attention_split_kernel, dim3(unsigned(blocks), unsigned(max_splits)), kThreads, shared, stream, q_at,
-                 k_at, v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim),
-                 cache.page_size(), scale, max_splits, splits);
-    cuda::launch(attention_fold_kernel, unsigned(blocks), kThreads, 0, stream, positions, heads, kv_heads,
-                 int(head_dim), max_splits, splits, cuda::ptr<float>(out));
+    cuda::launch(attention_split_kernel, dim3(launched, unsigned(max_splits)), kThreads, shared, stream, q_at, k_at,
+                 v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(),
+                 shares, scale, max_splits, splits);
+    cuda::launch(attention_fold_kernel, launched, kThreads, 0, stream, positions, heads, kv_heads, int(head_dim),
+                 max_splits, shares, splits, cuda::ptr<float>(out));
   });
 }
 

@@ -183,7 +183,9 @@ __device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, u
 // each row tile, x row g of the tile, which it splits itself (the same hi and lo as the split
 // pass). Two column tiles a block (wide rounds) read each x piece for twice the weights: every
 // block reads all of x, and at 16 rows and more x is most of what a launch moves.
-template <int kTiles, int kCols>
+// kAsync: k % 8 == 0 and 16-byte-aligned weights and x, so every piece is one cp.async (the
+// host checks; otherwise lanes load and pack their pieces themselves).
+template <int kTiles, int kCols, bool kAsync>
 __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
                        int64_t k, int64_t m, MatmulRows rows) {
@@ -227,14 +229,12 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     w_a[c] = w_group + size_t(min64(col0 + 16 * c + g, m - 1)) * size_t(k);
     w_b[c] = w_group + size_t(min64(col0 + 16 * c + g + 8, m - 1)) * size_t(k);
   }
-  const bool w_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w_group) % 16 == 0;
-  const bool x_async = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int b_begin = run * runs.per_run;
   const int b_end = min(runs.blocks, b_begin + runs.per_run);
 
   for (int64_t group = first; group < last; group += kGroupRows) {
     const int group_rows = int(min64(kGroupRows, last - group));
-    const int tiles = (group_rows + 7) / 8;
+    const int tiles = kTiles == 1 ? 1 : (group_rows + 7) / 8;
     // This lane's x row in each tile (the last row stands in for rows past the end).
     const float* x_row[kTiles];
 #pragma unroll
@@ -246,12 +246,13 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     auto stage = [&](int b, int slot) {
       uint4* place = ring + slot * R::kPieces * 32;
       const int64_t at = int64_t(b) * kBlockK + t * 8;
+      const int64_t from = at < k ? at : 0;  // a piece at or past k copies no bytes (zeros) from a valid address
       if (b < b_end) {
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-          if (w_async) {
-            copy16(place + 64 * c, w_a[c] + (at < k ? at : 0), at < k);
-            copy16(place + 64 * c + 32, w_b[c] + (at < k ? at : 0), at < k);
+          if constexpr (kAsync) {
+            copy16(place + 64 * c, w_a[c] + from, at < k);
+            copy16(place + 64 * c + 32, w_b[c] + from, at < k);
           } else {
             place[64 * c] = load_w8(w_a[c], at, k);
             place[64 * c + 32] = load_w8(w_b[c], at, k);
@@ -261,9 +262,9 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
         for (int j = 0; j < kTiles; ++j) {
           if (j >= tiles) break;
           uint4* xp = place + 64 * kCols + 64 * j;
-          if (x_async) {
-            copy16<true>(xp, x_row[j] + (at < k ? at : 0), at < k);
-            copy16<true>(xp + 32, x_row[j] + (at < k ? at + 4 : 0), at < k);
+          if constexpr (kAsync) {
+            copy16<true>(xp, x_row[j] + from, at < k);
+            copy16<true>(xp + 32, x_row[j] + from + 4, at < k);
           } else {
             load_x8(x_row[j], at, k, xp[0], xp[32]);
           }
@@ -324,12 +325,15 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       const int c = i / group_rows, r = i % group_rows;
       const int64_t col = col0 + c;
       if (col >= m) continue;
+      // Unrolled, so the reads go out together (the adds stay in run order).
       float total = part(0, c, r);
-      for (int s = 1; s < runs.count; ++s) total += part(s, c, r);
+#pragma unroll
+      for (int s = 1; s < kMaxRuns; ++s)
+        if (s < runs.count) total += part(s, c, r);
       const int64_t entry = group + r;
       out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = finished(rows, total);
     }
-    __syncthreads();  // the partials are read before the next group writes them
+    if (group + kGroupRows < last) __syncthreads();  // the partials are read before the next group writes them
   }
 }
 
@@ -444,20 +448,25 @@ __global__ void __launch_bounds__(256, 1)
 template <int kTiles, int kCols>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   cudaStream_t stream) {
+  const bool async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                     rows.group_stride % 8 == 0;
   const unsigned col_tiles = blocks_for(m, kTileCols * kCols);
   require(rows.segments || col_tiles <= 65535, "matmul: over 65535 column tiles");
   const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(blocks_for(rows.n, kTiles * 8), col_tiles);
   const int warps = k_runs(k).count;
   const size_t ring = size_t(warps) * Ring<kTiles, kCols>::kWarpBytes;
-  launch(matmul_bf16_kernel<kTiles, kCols>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
+  if (async)
+    launch(matmul_bf16_kernel<kTiles, kCols, true>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
+  else
+    launch(matmul_bf16_kernel<kTiles, kCols, false>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
 template <int kTiles, int kCols>
 void allow_ring() {
   const size_t ring = size_t(kMaxRuns) * Ring<kTiles, kCols>::kWarpBytes;
-  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_kernel<kTiles, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(ring)));
+  for (auto kernel : {matmul_bf16_kernel<kTiles, kCols, true>, matmul_bf16_kernel<kTiles, kCols, false>})
+    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring)));
 }
 
 }  // namespace

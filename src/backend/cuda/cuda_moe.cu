@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kMaxExperts)
   }
 }
 
-// out[r][i] = sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
+// out[r][i] += the sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
 __global__ void moe_combine_kernel(const float* slots, const float* weights, int64_t n, int64_t d, int k, float* out) {
   cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -192,7 +192,7 @@ __global__ void moe_combine_kernel(const float* slots, const float* weights, int
   const int64_t r = i / d, c = i % d;
   float acc = 0.0f;
   for (int j = 0; j < k; ++j) acc += weights[r * k + j] * slots[(r * k + j) * d + c];
-  out[i] = acc;
+  out[i] += acc;
 }
 
 }  // namespace

@@ -83,22 +83,20 @@ void NemotronModel::mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& ou
   if (!mlp.down_bias.empty()) backend_.add_bias(out, mlp.down_bias);
 }
 
-// MoE: the router picks top_k experts per row; out = sum of weighted routed experts, then the
-// shared expert added.
+// MoE: out = the shared expert's output, then the router's top_k experts per row, weighted,
+// added to it (one op).
 void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   const NemotronConfig& c = config_;
   Tensor h = rows_of(h_, n);                      // [n, hidden]
   Tensor logits = rows_of(router_logits_, n);     // [n, experts]
   Tensor ids = rows_of(expert_ids_, n);           // [n, top_k]
   Tensor weights = rows_of(expert_weights_, n);   // [n, top_k]
-  Tensor routed = rows_of(routed_, n);            // [n, hidden]
   Tensor out = rows_of(out_, n);                  // [n, hidden]
   backend_.matmul(h, moe.router, logits);
   MoeRouting routing{c.expert_groups, c.topk_groups, c.norm_topk, float(c.routed_scale)};
   backend_.moe_route(logits, moe.correction_bias, routing, ids, weights);
-  backend_.moe_experts(h, ids, weights, moe.up, moe.down, routed);
   mlp_mixer(moe.shared, n, out);
-  backend_.add(routed, out, out);
+  backend_.moe_experts(h, ids, weights, moe.up, moe.down, out);
 }
 
 }  // namespace lockstep::nemotron_h

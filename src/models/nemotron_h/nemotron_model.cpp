@@ -157,7 +157,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
   }
   const int64_t rows = options.max_rows;
   inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
-  for (OwnedTensor* t : {&x_, &h_, &out_, &routed_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
+  for (OwnedTensor* t : {&x_, &h_, &out_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   if (c.count(LayerKind::mamba) > 0) {
     proj_ = backend_.alloc(DType::f32, {rows, c.mamba_inner() + c.conv_dim() + c.mamba_heads});

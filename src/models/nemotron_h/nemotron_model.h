@@ -78,7 +78,7 @@ class NemotronModel final : public Model {
   std::vector<NemotronLayer> layers_;
   BatchInputs inputs_;
   // Activations, sized for max_rows. f32.
-  OwnedTensor x_, h_, out_, routed_;
+  OwnedTensor x_, h_, out_;
   OwnedTensor proj_, z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
   OwnedTensor q_, k_, v_, attn_;
   OwnedTensor inner_;
