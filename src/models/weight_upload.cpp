@@ -54,4 +54,24 @@ Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backe
   return tensor;
 }
 
+Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
+                                          const std::vector<std::string>& names, const std::vector<Shape>& shapes,
+                                          WeightUse use) {
+  Shape all = shapes.at(0);
+  for (size_t i = 1; i < shapes.size(); ++i) all.dims[0] += shapes[i][0];
+  OwnedTensor tensor;
+  int64_t row = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto info = weights.get(names[i], shapes[i]);
+    if (!info.ok()) return info.error();
+    DType target = target_dtype(info->dtype, use);
+    if (i == 0) tensor = backend.alloc(target, all);
+    if (target != tensor.view().dtype)
+      return make_error("tensor '" + names[i] + "' has another dtype than '" + names[0] + "'");
+    upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
+    row += shapes[i][0];
+  }
+  return tensor;
+}
+
 }  // namespace lockstep

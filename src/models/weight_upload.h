@@ -24,4 +24,11 @@ enum class WeightUse {
                                                    const std::vector<std::string>& names, const Shape& shape,
                                                    WeightUse use);
 
+// Uploads tensors `names`, each [rows, shape's columns...] with its own row count, as one tensor
+// of their rows in order (a layer's q, k and v projections, read by one matmul). The stored
+// dtype of the first decides, as in upload_stacked.
+[[nodiscard]] Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
+                                                        const std::vector<std::string>& names,
+                                                        const std::vector<Shape>& shapes, WeightUse use);
+
 }  // namespace lockstep

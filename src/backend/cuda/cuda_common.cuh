@@ -40,26 +40,34 @@ __device__ inline float warp_reduce(float v, Op op) {
 
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
+  __device__ static float identity() { return 0.0f; }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  __device__ static float identity() { return -INFINITY; }
 };
 
 __device__ inline float warp_sum(float v) { return warp_reduce(v, Add{}); }
 __device__ inline float warp_max(float v) { return warp_reduce(v, Max{}); }
 
-// A reduction over a block of kThreads threads: warp results, then every thread folds them in
-// warp order. `shared` holds kThreads / 32 floats. Every thread gets the result.
+// A reduction over a block of kThreads threads: warp results, then warp 0 reduces them by the
+// same butterfly (lanes past the last warp hold op's identity). `shared` holds kThreads / 32
+// floats. Every thread gets the result.
 template <int kThreads, class Op>
 __device__ inline float block_reduce(float v, float* shared, Op op) {
+  constexpr int kWarps = kThreads / 32;
   v = warp_reduce(v, op);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
+  __syncthreads();  // an earlier reduction's result is read
   if (lane == 0) shared[warp] = v;
   __syncthreads();
-  float total = shared[0];
-  for (int w = 1; w < kThreads / 32; ++w) total = op(total, shared[w]);
-  return total;
+  if (warp == 0) {
+    // Every lane has its value before lane 0 writes (the butterfly's shuffles wait for all).
+    const float total = warp_reduce(lane < kWarps ? shared[lane] : Op::identity(), op);
+    if (lane == 0) shared[0] = total;
+  }
+  __syncthreads();
+  return shared[0];
 }
 
 template <int kThreads>

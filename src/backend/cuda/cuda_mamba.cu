@@ -196,23 +196,51 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
 }
 
 constexpr int kNormThreads = 256;
+// Groups of up to kNormHeld * kNormThreads values stay in registers between the sum and the
+// scaling; larger ones are read again.
+constexpr int kNormHeld = 4;
 
-// One block per (row, group): out = weight * rms_norm_per_group(x * silu(gate)).
+// One block per (row, group): out = weight * rms_norm_per_group(x * silu(gate)). The norm
+// weights are the model's, which no kernel writes, so they are loaded before the wait.
 __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const float* weight, int64_t d, int64_t groups,
                                       float eps, float* out) {
-  cuda::start_kernel();
+  cuda::allow_early_launch();
   __shared__ float reduce[kNormThreads / 32];
   const int64_t r = blockIdx.x / groups, g = blockIdx.x % groups, size = d / groups;
   const int64_t base = r * d + g * size;
+  const bool held = size <= int64_t(kNormHeld) * kNormThreads;
+  float w[kNormHeld], value[kNormHeld];
+#pragma unroll
+  for (int j = 0; j < kNormHeld; ++j) {
+    const int64_t i = threadIdx.x + int64_t(j) * kNormThreads;
+    w[j] = held && i < size ? weight[g * size + i] : 0.0f;
+  }
+  cuda::wait_for_inputs();
   float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < size; i += kNormThreads) {
-    float v = x[base + i] * cuda::silu(gate[base + i]);
-    out[base + i] = v;
-    sum = fmaf(v, v, sum);
+  if (held) {
+#pragma unroll
+    for (int j = 0; j < kNormHeld; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * kNormThreads;
+      if (i < size) value[j] = x[base + i] * cuda::silu(gate[base + i]), sum = fmaf(value[j], value[j], sum);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < size; i += kNormThreads) {
+      const float v = x[base + i] * cuda::silu(gate[base + i]);
+      out[base + i] = v;
+      sum = fmaf(v, v, sum);
+    }
   }
   const float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, reduce) / float(size) + eps);
-  for (int64_t i = threadIdx.x; i < size; i += kNormThreads)
-    out[base + i] = weight[g * size + i] * (out[base + i] * inv);
+  if (held) {
+#pragma unroll
+    for (int j = 0; j < kNormHeld; ++j) {
+      const int64_t i = threadIdx.x + int64_t(j) * kNormThreads;
+      if (i < size) out[base + i] = w[j] * (value[j] * inv);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < size; i += kNormThreads)
+      out[base + i] = weight[g * size + i] * (out[base + i] * inv);
+  }
 }
 
 }  // namespace

@@ -26,38 +26,61 @@ __global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, f
 // A block of kNormThreads per row: a row of a few thousand values is then one load per thread,
 // so the norm costs about one memory round trip rather than one per 256 values.
 constexpr int kNormThreads = 1024;
+// Rows of up to kHeld * kNormThreads values (every model's here) stay in registers between the
+// sum and the scaling, so they are read once; longer rows are read again.
+constexpr int kHeld = 4;
 
-// The norm's second half, given each thread's part of the row's sum of squares (its elements
-// i = thread, thread + kNormThreads, ... in order): o = (row / rms) * w.
-__device__ void write_normed(const float* row, float sum, const float* w, float eps, float* o, int64_t d) {
-  __shared__ float shared[kNormThreads / 32];
-  float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) o[i] = (row[i] * inv) * w[i];
-}
-
+// rms_norm (kAdd: x[r] += delta[r] first, the same bits as add_kernel then rms_norm):
+// out = (row / rms(row)) * w, thread t summing the squares of elements t, t + kNormThreads, ...
+// in order. The norm weights are the model's, which no kernel writes, so each thread loads its
+// share before waiting for the kernel ahead.
+template <bool kAdd>
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(const float* x, const float* w, float eps, float* out, int64_t d) {
-  cuda::start_kernel();
-  const float* row = x + int64_t(blockIdx.x) * d;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) sum = fmaf(row[i], row[i], sum);
-  write_normed(row, sum, w, eps, out + int64_t(blockIdx.x) * d, d);
-}
-
-// x[r] += delta[r], then rms_norm_kernel's arithmetic on the sums: the same bits as add_kernel
-// then rms_norm_kernel, one launch.
-__global__ void __launch_bounds__(kNormThreads)
-    add_rms_norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
-  cuda::start_kernel();
-  float* row = x + int64_t(blockIdx.x) * d;
-  const float* add = delta + int64_t(blockIdx.x) * d;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += kNormThreads) {
-    const float v = row[i] + add[i];
-    row[i] = v;
-    sum = fmaf(v, v, sum);
+    norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
+  cuda::allow_early_launch();
+  const bool held = d <= int64_t(kHeld) * kNormThreads;
+  float weight[kHeld], value[kHeld];
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) {
+    const int64_t c = threadIdx.x + int64_t(i) * kNormThreads;
+    weight[i] = held && c < d ? w[c] : 0.0f;
   }
-  write_normed(row, sum, w, eps, out + int64_t(blockIdx.x) * d, d);
+  cuda::wait_for_inputs();
+  float* row = x + int64_t(blockIdx.x) * d;
+  const float* add = kAdd ? delta + int64_t(blockIdx.x) * d : nullptr;
+  float* o = out + int64_t(blockIdx.x) * d;
+  auto load = [&](int64_t c) {
+    float v = row[c];
+    if (kAdd) {
+      v += add[c];
+      row[c] = v;
+    }
+    return v;
+  };
+  float sum = 0.0f;
+  if (held) {
+#pragma unroll
+    for (int j = 0; j < kHeld; ++j) {
+      const int64_t c = threadIdx.x + int64_t(j) * kNormThreads;
+      if (c < d) value[j] = load(c), sum = fmaf(value[j], value[j], sum);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < d; c += kNormThreads) {
+      const float v = load(c);
+      sum = fmaf(v, v, sum);
+    }
+  }
+  __shared__ float shared[kNormThreads / 32];
+  const float inv = 1.0f / sqrtf(cuda::block_sum<kNormThreads>(sum, shared) / float(d) + eps);
+  if (held) {
+#pragma unroll
+    for (int j = 0; j < kHeld; ++j) {
+      const int64_t c = threadIdx.x + int64_t(j) * kNormThreads;
+      if (c < d) o[c] = (value[j] * inv) * weight[j];
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < d; c += kNormThreads) o[c] = (row[c] * inv) * w[c];
+  }
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t d) {
@@ -231,17 +254,17 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("rms_norm_kernel", x, weight, eps, out), [=](void* stream) {
-    cuda::launch(rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
-                 ptr<float>(weight), eps, ptr<float>(out), x.cols());
+  enqueue(cuda::launch_key("rms_norm", x, weight, eps, out), [=](void* stream) {
+    cuda::launch(norm_kernel<false>, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
+                 ptr<float>(x), static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out), x.cols());
   });
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
                                const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("add_rms_norm_kernel", x, delta, weight, eps, out), [=](void* stream) {
-    cuda::launch(add_rms_norm_kernel, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
+  enqueue(cuda::launch_key("add_rms_norm", x, delta, weight, eps, out), [=](void* stream) {
+    cuda::launch(norm_kernel<true>, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
                  ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
   });
 }

@@ -58,9 +58,10 @@ void NemotronModel::attention_mixer(AttentionWeights& a, int64_t n) {
   Tensor k = rows_of(k_, n);        // [n, kv_heads, head_dim]
   Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim]
   Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim]
-  backend_.matmul(h, a.wq, q.reshaped({n, c.heads * c.head_dim}));
-  backend_.matmul(h, a.wk, k.reshaped({n, c.kv_heads * c.head_dim}));
-  backend_.matmul(h, a.wv, v.reshaped({n, c.kv_heads * c.head_dim}));
+  Tensor qkv = rows_of(qkv_, n);    // [n, (heads + 2 kv_heads) * head_dim]
+  backend_.matmul(h, a.wqkv, qkv);
+  backend_.split_columns(qkv, {q.reshaped({n, c.heads * c.head_dim}), k.reshaped({n, c.kv_heads * c.head_dim}),
+                               v.reshaped({n, c.kv_heads * c.head_dim})});
   KvLayer cache{a.k_cache.view(), a.v_cache.view()};
   backend_.kv_write(k, v, inputs_.cache_slots(), cache);
   backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);

@@ -81,9 +81,15 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
     }
     case LayerKind::attention: {
       AttentionWeights& a = layer.attention;
-      load(a.wq, "mixer.q_proj.weight", {c.heads * c.head_dim, c.hidden}, WeightUse::matrix);
-      load(a.wk, "mixer.k_proj.weight", {c.kv_heads * c.head_dim, c.hidden}, WeightUse::matrix);
-      load(a.wv, "mixer.v_proj.weight", {c.kv_heads * c.head_dim, c.hidden}, WeightUse::matrix);
+      // One tensor, so one matmul reads all three (one launch, not three).
+      if (status.ok()) {
+        const int64_t q_rows = c.heads * c.head_dim, kv_rows = c.kv_heads * c.head_dim;
+        auto qkv = upload_concatenated(
+            weights, backend_, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"},
+            {{q_rows, c.hidden}, {kv_rows, c.hidden}, {kv_rows, c.hidden}}, WeightUse::matrix);
+        if (!qkv.ok()) return qkv.error();
+        a.wqkv = std::move(*qkv);
+      }
       load(a.wo, "mixer.o_proj.weight", {c.hidden, c.heads * c.head_dim}, WeightUse::matrix);
       break;
     }
@@ -135,7 +141,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
     const auto& moe = layer.moe;
     switch (layer.kind) {
       case LayerKind::mamba: info_.decode_weight_bytes += bytes(m.in_proj) + bytes(m.out_proj); break;
-      case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wq) + bytes(a.wk) + bytes(a.wv) + bytes(a.wo); break;
+      case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wqkv) + bytes(a.wo); break;
       case LayerKind::mlp: info_.decode_weight_bytes += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
       case LayerKind::moe:
         info_.decode_weight_bytes += bytes(moe.router) + bytes(moe.shared.up) + bytes(moe.shared.down) +
@@ -172,6 +178,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
     y_norm_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
   }
   if (c.count(LayerKind::attention) > 0) {
+    qkv_ = backend_.alloc(DType::f32, {rows, (c.heads + 2 * c.kv_heads) * c.head_dim});
     q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
     attn_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
     k_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});

@@ -28,7 +28,9 @@ struct MambaWeights {
 };
 
 struct AttentionWeights {
-  OwnedTensor wq, wk, wv, wo;   // [heads*head_dim, hidden], [kv_dim, hidden] x2, [hidden, heads*head_dim]
+  // The q, k and v projections' rows in one tensor, [(heads + 2 * kv_heads) * head_dim, hidden];
+  // wo [hidden, heads * head_dim].
+  OwnedTensor wqkv, wo;
   OwnedTensor k_cache, v_cache; // [kv_pages, kv_heads, page_size, head_dim]
 };
 
@@ -80,7 +82,7 @@ class NemotronModel final : public Model {
   // Activations, sized for max_rows. f32.
   OwnedTensor x_, h_, out_;
   OwnedTensor proj_, z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
-  OwnedTensor q_, k_, v_, attn_;
+  OwnedTensor qkv_, q_, k_, v_, attn_;
   OwnedTensor inner_;
   OwnedTensor router_logits_, expert_ids_, expert_weights_;
   OwnedTensor picked_, logits_;
