@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 
@@ -110,15 +111,17 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
     }
   }
   pool_.parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> sum(static_cast<size_t>(d));
     for (int64_t r = begin; r < end; ++r) {
-      float* o = out.as<float>() + r * d;
-      const float* w = weights.as<float>() + r * k;
-      const float* slots = moe_slots_.data() + r * k * d;
-      for (int64_t i = 0; i < d; ++i) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < k; ++j) sum += w[j] * slots[j * d + i];
-        o[i] += sum;
+      // The routed sum in rank order, then added to the shared expert's output already in out.
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float w = weights.as<float>()[r * k + j];
+        const float* slot = moe_slots_.data() + (r * k + j) * d;
+        for (int64_t i = 0; i < d; ++i) sum[size_t(i)] += w * slot[i];
       }
+      float* o = out.as<float>() + r * d;
+      for (int64_t i = 0; i < d; ++i) o[i] += sum[size_t(i)];
     }
   });
 }

@@ -275,9 +275,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
   const int64_t blocks = n_rows * kv_heads;
   // Few (row, KV head) blocks: share each KV head's query heads out among up to 8 blocks, at
   // least two heads a block (fewer would read the keys and values more for no shorter block).
+  const int64_t per_kv = heads / kv_heads;
   int64_t shares = 1;
-  while (blocks * shares < kShareHeadsBelow && shares < 8 && (heads / kv_heads) % (2 * shares) == 0 &&
-         heads / kv_heads / (2 * shares) >= 2)
+  while (blocks * shares < kShareHeadsBelow && shares < 8 && per_kv % (2 * shares) == 0 && per_kv / (2 * shares) >= 2)
     shares *= 2;
   const Layout layout{heads / kv_heads / shares, head_dim};
   const size_t shared = size_t(layout.floats()) * sizeof(float);
