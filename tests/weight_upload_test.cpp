@@ -3,49 +3,25 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <map>
 
+#include "io/checkpoint.h"
 #include "models/weight_upload.h"
 #include "test_support.h"
 
 namespace lockstep {
 namespace {
 
-// Weights held in memory, by name.
-class MemoryWeights : public WeightSource {
- public:
-  void add(const std::string& name, DType dtype, Shape shape, std::vector<uint16_t> words) {
-    held_[name] = std::move(words);
-    TensorInfo info;
-    info.name = name;
-    info.dtype = dtype;
-    info.shape = shape;
-    info.data = held_[name].data();
-    info.bytes = held_[name].size() * 2;
-    info.file = "memory";
-    infos_[name] = info;
-  }
-  void add_f32(const std::string& name, Shape shape, const std::vector<float>& values) {
-    std::vector<uint16_t> words(values.size() * 2);
-    std::memcpy(words.data(), values.data(), values.size() * 4);
-    add(name, DType::f32, shape, std::move(words));
-  }
-  bool has(const std::string& name) const override { return infos_.count(name) > 0; }
-  Expected<TensorInfo> find(const std::string& name) const override {
-    auto it = infos_.find(name);
-    if (it == infos_.end()) return Error{"missing tensor '" + name + "' in memory"};
-    return it->second;
-  }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> all;
-    for (const auto& [name, info] : infos_) all.push_back(name);
-    return all;
-  }
-
- private:
-  std::map<std::string, std::vector<uint16_t>> held_;
-  std::map<std::string, TensorInfo> infos_;
-};
+// Adds f32 or bf16 (16-bit words) values to `weights`.
+void add_f32(MemoryWeights& weights, const std::string& name, Shape shape, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  weights.add(name, DType::f32, shape, std::move(bytes));
+}
+void add_bf16(MemoryWeights& weights, const std::string& name, Shape shape, const std::vector<uint16_t>& words) {
+  std::vector<uint8_t> bytes(words.size() * 2);
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  weights.add(name, DType::bf16, shape, std::move(bytes));
+}
 
 class WeightUpload : public ::testing::TestWithParam<std::string> {
  protected:
@@ -55,9 +31,9 @@ class WeightUpload : public ::testing::TestWithParam<std::string> {
 
 TEST_P(WeightUpload, ConcatenatedTensorHoldsEachTensorsRowsInOrder) {
   MemoryWeights weights;
-  weights.add_f32("q", {2, 3}, {1, 2, 3, 4, 5, 6});
-  weights.add_f32("k", {1, 3}, {7, 8, 9});
-  weights.add_f32("v", {3, 3}, {10, 11, 12, 13, 14, 15, 16, 17, 18});
+  add_f32(weights, "q", {2, 3}, {1, 2, 3, 4, 5, 6});
+  add_f32(weights, "k", {1, 3}, {7, 8, 9});
+  add_f32(weights, "v", {3, 3}, {10, 11, 12, 13, 14, 15, 16, 17, 18});
   auto all = upload_concatenated(weights, *backend, {"q", "k", "v"}, {{2, 3}, {1, 3}, {3, 3}}, WeightUse::matrix);
   ASSERT_TRUE(all.ok()) << all.error().message;
   const Tensor t = all->view();
@@ -72,8 +48,8 @@ TEST_P(WeightUpload, ConcatenatedTensorHoldsEachTensorsRowsInOrder) {
 
 TEST_P(WeightUpload, ConcatenatedBf16StaysBf16) {
   MemoryWeights weights;
-  weights.add("a", DType::bf16, {1, 2}, {0x3f80, 0x4000});  // 1, 2
-  weights.add("b", DType::bf16, {1, 2}, {0x4040, 0x4080});  // 3, 4
+  add_bf16(weights, "a", {1, 2}, {0x3f80, 0x4000});  // 1, 2
+  add_bf16(weights, "b", {1, 2}, {0x4040, 0x4080});  // 3, 4
   auto all = upload_concatenated(weights, *backend, {"a", "b"}, {{1, 2}, {1, 2}}, WeightUse::matrix);
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(all->view().dtype, DType::bf16);
@@ -84,8 +60,8 @@ TEST_P(WeightUpload, ConcatenatedBf16StaysBf16) {
 
 TEST_P(WeightUpload, ConcatenatedErrorsNameTheTensor) {
   MemoryWeights weights;
-  weights.add_f32("q", {1, 2}, {1, 2});
-  weights.add("k", DType::bf16, {1, 2}, {0x3f80, 0x4000});
+  add_f32(weights, "q", {1, 2}, {1, 2});
+  add_bf16(weights, "k", {1, 2}, {0x3f80, 0x4000});
   auto missing = upload_concatenated(weights, *backend, {"q", "v"}, {{1, 2}, {1, 2}}, WeightUse::matrix);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("'v'"), std::string::npos) << missing.error().message;
