@@ -1,8 +1,8 @@
 // CUDA mixture-of-experts ops. Routing runs one thread per token. The experts: the (row, rank)
 // slots are listed expert by expert, each expert's up and down matmuls run over its slots in
 // one grouped launch (reading only the experts some token chose), and each row then sums its
-// experts' outputs in its own rank order and adds the sum to out. The matmul is row-invariant, so a row's result does
-// not depend on who else chose its experts.
+// experts' outputs in its own rank order and adds the sum to out. The matmul is row-invariant,
+// so a row's result does not depend on who else chose its experts.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
