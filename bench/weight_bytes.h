@@ -39,6 +39,7 @@ class WeightBytes final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override {
     counted_matmul(x, w, [&] { inner_.matmul(x, w, out); });
   }
+  void prepare_matmul_weight(const Tensor& w) override { inner_.prepare_matmul_weight(w); }
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override {
     counted_matmul(x, w, [&] { inner_.matmul_relu_squared(x, w, out); });
   }

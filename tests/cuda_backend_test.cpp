@@ -172,6 +172,55 @@ TEST_F(CudaVsCpu, MatmulReluSquaredEqualsItsTwoOps) {
   }
 }
 
+// Weights the backend packed (prepare_matmul_weight) give the same bits as the rows they came
+// from: the round and the tiled kernels, plain and grouped, with relu2 or without. Shapes it
+// cannot pack (rows not a multiple of 16, k not of 32) stay as they are.
+TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
+  auto prepared_copy = [&](const Pair& w) {
+    OwnedTensor copy = gpu->alloc(w.gpu.view().dtype, w.gpu.view().shape);
+    gpu->upload(copy, w.cpu.view().data);
+    gpu->prepare_matmul_weight(copy);
+    return copy;
+  };
+  auto same_bits = [&](const Tensor& a, const Tensor& b) {
+    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
+    return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
+  };
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{48, 96}, {40, 96}, {48, 80}, {64, 2688}}) {
+    Pair w = random(DType::bf16, {m, k});
+    OwnedTensor packed = prepared_copy(w);
+    for (int64_t n : {1, 5, 8, 9, 16, 20, 64, 300}) {
+      Pair x = random(DType::f32, {n, k});
+      for (bool relu : {false, true}) {
+        OwnedTensor plain = gpu->alloc(DType::f32, {n, m}), from_packed = gpu->alloc(DType::f32, {n, m});
+        if (relu) {
+          gpu->matmul_relu_squared(x.gpu, w.gpu, plain);
+          gpu->matmul_relu_squared(x.gpu, packed, from_packed);
+        } else {
+          gpu->matmul(x.gpu, w.gpu, plain);
+          gpu->matmul(x.gpu, packed, from_packed);
+        }
+        EXPECT_TRUE(same_bits(plain, from_packed)) << "m " << m << " k " << k << " rows " << n << " relu2 " << relu;
+      }
+    }
+  }
+  const int64_t experts = 8, top = 2, d = 64, inner = 96;
+  Pair up = random(DType::bf16, {experts, inner, d}), down = random(DType::bf16, {experts, d, inner});
+  OwnedTensor up_packed = prepared_copy(up), down_packed = prepared_copy(down);
+  for (int64_t n : {int64_t(9), int64_t(300)}) {
+    std::vector<int32_t> chosen;
+    for (int64_t r = 0; r < n; ++r) chosen.push_back(int32_t(r % experts)), chosen.push_back(int32_t((r + 3) % experts));
+    Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
+    Pair start = random(DType::f32, {n, d});
+    OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
+    gpu->upload(plain, start.cpu.view().data);
+    gpu->upload(from_packed, start.cpu.view().data);
+    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, plain);
+    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, from_packed);
+    EXPECT_TRUE(same_bits(plain, from_packed)) << "moe_experts, rows " << n;
+  }
+}
+
 TEST_F(CudaVsCpu, SelectionGatherAndEmbed) {
   const int64_t n = 5, d = 1000, k = 7;
   Pair x = random(DType::f32, {n, d});

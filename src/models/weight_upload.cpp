@@ -7,7 +7,13 @@ namespace lockstep {
 namespace {
 
 DType target_dtype(DType stored, WeightUse use) {
-  return (use == WeightUse::matrix && stored == DType::bf16) ? DType::bf16 : DType::f32;
+  return (use != WeightUse::vector && stored == DType::bf16) ? DType::bf16 : DType::f32;
+}
+
+// A loaded tensor, prepared for the matmuls when that is its use.
+Expected<OwnedTensor> loaded(Backend& backend, OwnedTensor tensor, WeightUse use) {
+  if (use == WeightUse::matmul) backend.prepare_matmul_weight(tensor.view());
+  return tensor;
 }
 
 // Copies `info` into `dst` (backend memory of dst.dtype), converting 16-bit floats to f32.
@@ -32,7 +38,7 @@ Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backen
   if (!info.ok()) return info.error();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), shape);
   upload_into(backend, *info, tensor);
-  return tensor;
+  return loaded(backend, std::move(tensor), use);
 }
 
 Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backend,
@@ -51,7 +57,7 @@ Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backe
       return make_error("tensor '" + names[i] + "' has another dtype than '" + names[0] + "'");
     upload_into(backend, *info, tensor.view().first_dim_slice(int64_t(i), 1).reshaped(shape));
   }
-  return tensor;
+  return loaded(backend, std::move(tensor), use);
 }
 
 Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
@@ -71,7 +77,7 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
     upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
     row += shapes[i][0];
   }
-  return tensor;
+  return loaded(backend, std::move(tensor), use);
 }
 
 }  // namespace lockstep

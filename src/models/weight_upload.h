@@ -10,7 +10,9 @@
 namespace lockstep {
 
 enum class WeightUse {
-  matrix,  // a matmul or embedding weight: f32 and bf16 stay as stored, f16 becomes f32
+  matrix,  // an embedding table (tied: the head's matmul reads it too): f32 and bf16 stay as
+           // stored, f16 becomes f32
+  matmul,  // a weight only matmuls read: as matrix, then Backend::prepare_matmul_weight
   vector,  // norm weights, biases: always f32
 };
 

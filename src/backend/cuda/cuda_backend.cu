@@ -155,6 +155,7 @@ OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
 
 void CudaBackend::release(const Tensor& tensor) {
   flush();
+  packed_.erase(tensor.data);
   // cudaFree waits for the device, so no launched op still reads the memory.
   LOCKSTEP_CUDA(cudaFree(tensor.data));
 }
@@ -218,6 +219,10 @@ void CudaBackend::synchronize() {
 }
 
 bool CudaBackend::use_relaxed_matmul(std::string* why) {
+  if (!packed_.empty()) {  // cuBLAS reads weights as rows
+    if (why) *why = "weights are already packed: turn relaxed matmuls on before loading the model";
+    return false;
+  }
   auto relaxed = std::make_unique<cuda::RelaxedMatmul>();
   if (!relaxed->error().empty()) {
     if (why) *why = relaxed->error();

@@ -43,7 +43,8 @@ class CudaBackend final : public Backend {
   double copy_gb_per_s(size_t bytes, int repeats);
   // Sends plain bf16 matmuls to cuBLAS from now on (cuda_relaxed.h): faster where cuBLAS is, but
   // a row's bits may then depend on the round's width. For the benchmark's cost-of-exactness
-  // table only. False, with the reason in `why`, when cuBLAS cannot be loaded.
+  // table only. False, with the reason in `why`, when cuBLAS cannot be loaded or weights are
+  // already packed (prepare_matmul_weight).
   bool use_relaxed_matmul(std::string* why);
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
@@ -55,6 +56,9 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  // Packs bf16 weights whose shape allows (cuda_matmul.cuh: packable_bf16): a warp then reads
+  // each block of its weights as one contiguous 1 KB. Not in relaxed mode (cuBLAS reads rows).
+  void prepare_matmul_weight(const Tensor& w) override;
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
@@ -86,6 +90,7 @@ class CudaBackend final : public Backend {
 
  private:
   using Launch = std::function<void(void* stream)>;
+  bool packed(const Tensor& w) const { return packed_.count(w.data) > 0; }
   // matmul and matmul_relu_squared.
   void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared);
   // Queues one op's launches under its launch key (cuda_common.cuh: launch_key).
@@ -103,6 +108,7 @@ class CudaBackend final : public Backend {
 
   void* stream_ = nullptr;  // cudaStream_t
   std::unique_ptr<cuda::RelaxedMatmul> relaxed_;
+  std::unordered_set<const void*> packed_;  // the weights prepare_matmul_weight packed
   std::string device_name_;
   std::vector<std::pair<void*, size_t>> scratch_;
   std::vector<Launch> pending_;

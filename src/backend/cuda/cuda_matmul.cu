@@ -170,6 +170,21 @@ void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) { matmul_then(x, w, out, false); }
 
+void CudaBackend::prepare_matmul_weight(const Tensor& w) {
+  if (relaxed_ || w.dtype != DType::bf16 || w.shape.rank < 2 || packed(w)) return;
+  const int64_t k = w.shape[w.shape.rank - 1], rows = w.numel() / std::max<int64_t>(k, 1);
+  if (k == 0 || !cuda::packable_bf16(w.shape[w.shape.rank - 2], k, w.data)) return;
+  flush();
+  void* copy = nullptr;
+  LOCKSTEP_CUDA(cudaMalloc(&copy, w.bytes()));
+  auto stream = static_cast<cudaStream_t>(stream_);
+  LOCKSTEP_CUDA(cudaMemcpyAsync(copy, w.data, w.bytes(), cudaMemcpyDeviceToDevice, stream));
+  cuda::launch_pack_bf16(copy, w.data, rows, k, stream);
+  LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
+  LOCKSTEP_CUDA(cudaFree(copy));
+  packed_.insert(w.data);
+}
+
 void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {
   matmul_then(x, w, out, true);
 }
@@ -177,6 +192,7 @@ void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Te
 void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared) {
   cuda::MatmulRows rows;
   rows.relu_squared = relu_squared;
+  rows.packed = packed(w);
   rows.n = x.rows();
   rows.x_rows = x.rows();
   const float* in = cuda::ptr<float>(x);
@@ -196,7 +212,7 @@ void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& ou
   }
   const size_t bytes = cuda::matmul_workspace_bytes(bf16, rows.x_rows, k);
   void* workspace = bytes ? scratch(kMatmulScratch, bytes) : nullptr;
-  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared), [=](void* stream) {
+  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared, rows.packed), [=](void* stream) {
     cuda::launch_matmul(in, weight, bf16, result, k, m, rows, workspace, static_cast<cudaStream_t>(stream));
   });
 }

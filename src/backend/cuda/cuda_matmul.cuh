@@ -21,6 +21,7 @@ struct MatmulRows {
   int64_t x_rows = 0;          // the rows of x the launch may read (plain: n)
   int64_t max_group_rows = 0;  // grouped: the most entries one group can have
   bool relu_squared = false;
+  bool packed = false;  // bf16 weights rearranged by launch_pack_bf16
 };
 
 // What a matmul kernel stores for the sum `total` (relu_squared_kernel's arithmetic when asked).
@@ -43,6 +44,13 @@ __device__ inline int64_t launched_group(const MatmulRows& rows) {
 void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                    void* workspace, cudaStream_t stream);
 size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
+
+// Whether bf16 weights of `rows` rows (of every matrix in a stack) and k columns at w can be
+// packed: rows % 16 == 0, k % 32 == 0, 16-byte aligned. Packed weights take the same space.
+bool packable_bf16(int64_t rows, int64_t k, const void* w);
+// Writes src's weights into dst in the packed layout (each column tile's block of 16 rows x 32
+// positions is 1 KB, in the order the kernels' lanes read it). src and dst must not overlap.
+void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaStream_t stream);
 
 // Sets the kernels' launch attributes (their shared memory); once, before any launch.
 void prepare_matmul_bf16();

@@ -112,6 +112,26 @@ __device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Where weight (col, at .. at + 7) is, at % 8 == 0: in row col, or in the packed layout, in
+// lane (g, t)'s piece of its column tile's block (g = col % 8, t = at % 32 / 8; the first half
+// of the 1 KB holds rows 0-7 of the tile, the second rows 8-15).
+template <bool kPacked>
+__host__ __device__ inline int64_t weight_at(int64_t col, int64_t at, int64_t k) {
+  if (!kPacked) return col * k + at;
+  const int64_t tile = col / kTileCols, r = col % kTileCols, b = at / kBlockK, t = at % kBlockK / 8;
+  return (tile * (k / kBlockK) + b) * kBlockK * kTileCols + (r / 8) * 256 + ((r % 8) * 4 + t) * 8;
+}
+
+// Packs `rows` rows of k weights (rows % 16 == 0, k % 32 == 0) from src into dst: each thread
+// moves one 16-byte piece.
+__global__ void pack_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t rows, int64_t k) {
+  start_kernel();
+  const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (piece >= rows * k / 8) return;
+  const int64_t col = piece / (k / 8), at = piece % (k / 8) * 8;
+  dst[weight_at<true>(col, at, k) / 8] = src[piece];
+}
+
 // The list entries [first, last) a block computes and the weights it reads: in a grouped
 // launch, block row y's group (none when it has no group: first == last); in a plain one,
 // `plain_rows` rows from plain_block * plain_rows, with the one weight matrix.
@@ -144,6 +164,13 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
 // (cp.async.ca): every block of the launch reads the same x rows, and fetching them from L2 on
 // every read made rounds 3 to 6 times slower (measured), the few L2 slices that hold them
 // serving every SM.
+// How the round kernel's lanes get their weight pieces (the host picks): `loads`, any k: each
+// lane loads and packs its eight values; `copies`, k % 8 == 0 with 16-byte-aligned weights and
+// x: one cp.async a piece, from the weight rows; `packed`, weights rearranged by pack_bf16 (a
+// column tile's block of 16 rows x 32 positions is 1 KB, in the order the lanes read it): one
+// cp.async a piece, and a warp's pieces of a block are one contiguous 1 KB.
+enum class Pieces { loads, copies, packed };
+
 template <int kTiles, int kCols>
 struct Ring {
   static constexpr int kPieces = 2 * kCols + 2 * kTiles;  // two of weights per column tile, two of x per row tile
@@ -183,9 +210,8 @@ __device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, u
 // each row tile, x row g of the tile, which it splits itself (the same hi and lo as the split
 // pass). Two column tiles a block (wide rounds) read each x piece for twice the weights: every
 // block reads all of x, and at 16 rows and more x is most of what a launch moves.
-// kAsync: k % 8 == 0 and 16-byte-aligned weights and x, so every piece is one cp.async (the
-// host checks; otherwise lanes load and pack their pieces themselves).
-template <int kTiles, int kCols, bool kAsync>
+// kPieces: how lanes get their pieces (the host picks; see Pieces).
+template <int kTiles, int kCols, Pieces kPieces>
 __global__ void __launch_bounds__(kMaxRuns * 32, 2)
     matmul_bf16_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
                        int64_t k, int64_t m, MatmulRows rows) {
@@ -223,11 +249,19 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   const __nv_bfloat16* w_group = mine.w;
 
   const int64_t col0 = int64_t(col_tile) * kBlockCols;
+  // Where the lane's two pieces of block 0 are, per column tile: in its two weight rows, or
+  // (packed) at its place in the tile's first 1 KB.
   const __nv_bfloat16 *w_a[kCols], *w_b[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    w_a[c] = w_group + size_t(min64(col0 + 16 * c + g, m - 1)) * size_t(k);
-    w_b[c] = w_group + size_t(min64(col0 + 16 * c + g + 8, m - 1)) * size_t(k);
+    if constexpr (kPieces == Pieces::packed) {
+      const int64_t tile = min64(col0 / kTileCols + c, m / kTileCols - 1);
+      w_a[c] = w_group + size_t(tile) * size_t(k) * kTileCols + lane * 8;
+      w_b[c] = w_a[c] + 256;
+    } else {
+      w_a[c] = w_group + size_t(min64(col0 + 16 * c + g, m - 1)) * size_t(k);
+      w_b[c] = w_group + size_t(min64(col0 + 16 * c + g + 8, m - 1)) * size_t(k);
+    }
   }
   const int b_begin = run * runs.per_run;
   const int b_end = min(runs.blocks, b_begin + runs.per_run);
@@ -247,12 +281,14 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       uint4* place = ring + slot * R::kPieces * 32;
       const int64_t at = int64_t(b) * kBlockK + t * 8;
       const int64_t from = at < k ? at : 0;  // a piece at or past k copies no bytes (zeros) from a valid address
+      // The pieces' offset from block 0's: along the rows, or (packed) 1 KB a block.
+      const int64_t step = kPieces == Pieces::packed ? int64_t(b) * kBlockK * kTileCols : from;
       if (b < b_end) {
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-          if constexpr (kAsync) {
-            copy16(place + 64 * c, w_a[c] + from, at < k);
-            copy16(place + 64 * c + 32, w_b[c] + from, at < k);
+          if constexpr (kPieces != Pieces::loads) {
+            copy16(place + 64 * c, w_a[c] + step, at < k);
+            copy16(place + 64 * c + 32, w_b[c] + step, at < k);
           } else {
             place[64 * c] = load_w8(w_a[c], at, k);
             place[64 * c + 32] = load_w8(w_b[c], at, k);
@@ -262,7 +298,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
         for (int j = 0; j < kTiles; ++j) {
           if (j >= tiles) break;
           uint4* xp = place + 64 * kCols + 64 * j;
-          if constexpr (kAsync) {
+          if constexpr (kPieces != Pieces::loads) {
             copy16<true>(xp, x_row[j] + from, at < k);
             copy16<true>(xp + 32, x_row[j] + from + 4, at < k);
           } else {
@@ -354,6 +390,7 @@ struct TiledStage {
   __nv_bfloat16 lo[kTiledRows][kBlockK];
 };
 
+template <bool kPacked>
 __global__ void __launch_bounds__(256, 1)
     matmul_bf16_tiled_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
                              const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
@@ -381,7 +418,7 @@ __global__ void __launch_bounds__(256, 1)
           const int piece = threadIdx.x + i * 256, row = piece / 4, part = piece % 4;
           const int64_t col = col0 + row, at = int64_t(b) * kBlockK + part * 8;
           const bool valid = col < m && at < k;
-          copy16(&st.w[row][part * 8], w_group + (valid ? col * k + at : 0), valid);
+          copy16(&st.w[row][part * 8], w_group + (valid ? weight_at<kPacked>(col, at, k) : 0), valid);
           if (row >= kTiledRows) continue;  // the x tiles have half the weight tile's rows
           const bool in = row < tile_rows;
           const int64_t entry = tile_row + (in ? row : 0);
@@ -450,26 +487,38 @@ void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k,
                   cudaStream_t stream) {
   const bool async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                      rows.group_stride % 8 == 0;
+  require(!rows.packed || async, "matmul: packed weights need 16-byte-aligned activations");
   const unsigned col_tiles = blocks_for(m, kTileCols * kCols);
   require(rows.segments || col_tiles <= 65535, "matmul: over 65535 column tiles");
   const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(blocks_for(rows.n, kTiles * 8), col_tiles);
   const int warps = k_runs(k).count;
   const size_t ring = size_t(warps) * Ring<kTiles, kCols>::kWarpBytes;
-  if (async)
-    launch(matmul_bf16_kernel<kTiles, kCols, true>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
-  else
-    launch(matmul_bf16_kernel<kTiles, kCols, false>, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
+  auto kernel = rows.packed ? matmul_bf16_kernel<kTiles, kCols, Pieces::packed>
+                : async       ? matmul_bf16_kernel<kTiles, kCols, Pieces::copies>
+                              : matmul_bf16_kernel<kTiles, kCols, Pieces::loads>;
+  launch(kernel, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
 template <int kTiles, int kCols>
 void allow_ring() {
   const size_t ring = size_t(kMaxRuns) * Ring<kTiles, kCols>::kWarpBytes;
-  for (auto kernel : {matmul_bf16_kernel<kTiles, kCols, true>, matmul_bf16_kernel<kTiles, kCols, false>})
+  for (auto kernel : {matmul_bf16_kernel<kTiles, kCols, Pieces::loads>, matmul_bf16_kernel<kTiles, kCols, Pieces::copies>,
+                      matmul_bf16_kernel<kTiles, kCols, Pieces::packed>})
     LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(ring)));
 }
 
 }  // namespace
+
+bool packable_bf16(int64_t rows, int64_t k, const void* w) {
+  return rows % kTileCols == 0 && k % kBlockK == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaStream_t stream) {
+  require(packable_bf16(rows, k, dst) && reinterpret_cast<uintptr_t>(src) % 16 == 0, "pack: shape not packable");
+  launch(pack_kernel, blocks_for(rows * k / 8, 256), 256, 0, stream, static_cast<const uint4*>(src),
+         static_cast<uint4*>(dst), rows, k);
+}
 
 void prepare_matmul_bf16() {
   allow_ring<1, 1>();
@@ -507,7 +556,8 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
   launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, stream, x, rows.x_rows, k, kpad, hi, lo);
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
-  launch(matmul_bf16_tiled_kernel, grid, 256, 0, stream, hi, lo, weights, out, k, m, rows);
+  launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, stream, hi, lo,
+         weights, out, k, m, rows);
 }
 
 }  // namespace lockstep::cuda

@@ -247,9 +247,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   float* result = ptr<float>(out);
   const void *up_w = up.data, *down_w = down.data;
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
+  const bool up_packed = packed(up), down_packed = packed(down);
   const uint64_t key =
       cuda::launch_key("moe_experts", x, ids, weights, up, down, out, segments, slot_of, row_of, hidden, results,
-                       workspace);
+                       workspace, up_packed, down_packed);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slots, int(k), int(experts), int(launched), segments,
@@ -264,8 +265,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     rows.x_rows = n;
     rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
     rows.relu_squared = true;
+    rows.packed = up_packed;
     cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, stream);
     rows.relu_squared = false;
+    rows.packed = down_packed;
     rows.group_stride = d * inner;
     rows.x_rows = slots;
     rows.in_rows = nullptr;  // down: list order in, slots out

@@ -38,16 +38,16 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
   };
   load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
   load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
-  if (!c.tied_embeddings) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+  if (!c.tied_embeddings) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
   layers_.resize(size_t(c.layers));
   for (int64_t i = 0; i < c.layers; ++i) {
     LlamaLayer& layer = layers_[size_t(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     load(layer.attn_norm, p + "input_layernorm.weight", {c.hidden}, WeightUse::vector);
-    load(layer.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matrix);
-    load(layer.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matrix);
-    load(layer.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matrix);
-    load(layer.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matrix);
+    load(layer.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matmul);
+    load(layer.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul);
+    load(layer.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul);
+    load(layer.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matmul);
     if (c.attention_bias) {
       load(layer.bq, p + "self_attn.q_proj.bias", {q_dim}, WeightUse::vector);
       load(layer.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector);
@@ -59,9 +59,9 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
       load(layer.k_norm, p + "self_attn.k_norm.weight", {c.head_dim}, WeightUse::vector);
     }
     load(layer.mlp_norm, p + "post_attention_layernorm.weight", {c.hidden}, WeightUse::vector);
-    load(layer.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matrix);
-    load(layer.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matrix);
-    load(layer.w_down, p + "mlp.down_proj.weight", {c.hidden, c.intermediate}, WeightUse::matrix);
+    load(layer.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul);
+    load(layer.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul);
+    load(layer.w_down, p + "mlp.down_proj.weight", {c.hidden, c.intermediate}, WeightUse::matmul);
     if (c.mlp_bias) {
       load(layer.b_gate, p + "mlp.gate_proj.bias", {c.intermediate}, WeightUse::vector);
       load(layer.b_up, p + "mlp.up_proj.bias", {c.intermediate}, WeightUse::vector);

@@ -34,7 +34,7 @@ Status NemotronModel::load_weights(const WeightSource& weights) {
   if (!norm.ok()) return norm.error();
   final_norm_ = std::move(*norm);
   if (!c.tied_embeddings) {
-    auto head = upload_weight(weights, backend_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matrix);
+    auto head = upload_weight(weights, backend_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
     if (!head.ok()) return head.error();
     lm_head_ = std::move(*head);
   }
@@ -54,8 +54,8 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
     else status = tensor.error();
   };
   auto load_mlp = [&](MlpWeights& mlp, const std::string& prefix, int64_t inner) {
-    load(mlp.up, prefix + "up_proj.weight", {inner, c.hidden}, WeightUse::matrix);
-    load(mlp.down, prefix + "down_proj.weight", {c.hidden, inner}, WeightUse::matrix);
+    load(mlp.up, prefix + "up_proj.weight", {inner, c.hidden}, WeightUse::matmul);
+    load(mlp.down, prefix + "down_proj.weight", {c.hidden, inner}, WeightUse::matmul);
     if (c.mlp_bias) {
       load(mlp.up_bias, prefix + "up_proj.bias", {inner}, WeightUse::vector);
       load(mlp.down_bias, prefix + "down_proj.bias", {c.hidden}, WeightUse::vector);
@@ -67,7 +67,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
     case LayerKind::mamba: {
       MambaWeights& m = layer.mamba;
       const int64_t projection = c.mamba_inner() + c.conv_dim() + c.mamba_heads;
-      load(m.in_proj, "mixer.in_proj.weight", {projection, c.hidden}, WeightUse::matrix);
+      load(m.in_proj, "mixer.in_proj.weight", {projection, c.hidden}, WeightUse::matmul);
       if (c.proj_bias) load(m.in_bias, "mixer.in_proj.bias", {projection}, WeightUse::vector);
       load(m.conv_weight, "mixer.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, WeightUse::vector);
       if (c.conv_bias) load(m.conv_bias, "mixer.conv1d.bias", {c.conv_dim()}, WeightUse::vector);
@@ -75,7 +75,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       load(m.d, "mixer.D", {c.mamba_heads}, WeightUse::vector);
       load(m.dt_bias, "mixer.dt_bias", {c.mamba_heads}, WeightUse::vector);
       load(m.norm, "mixer.norm.weight", {c.mamba_inner()}, WeightUse::vector);
-      load(m.out_proj, "mixer.out_proj.weight", {c.hidden, c.mamba_inner()}, WeightUse::matrix);
+      load(m.out_proj, "mixer.out_proj.weight", {c.hidden, c.mamba_inner()}, WeightUse::matmul);
       if (c.proj_bias) load(m.out_bias, "mixer.out_proj.bias", {c.hidden}, WeightUse::vector);
       break;
     }
@@ -86,11 +86,11 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
         const int64_t q_rows = c.heads * c.head_dim, kv_rows = c.kv_heads * c.head_dim;
         auto qkv = upload_concatenated(
             weights, backend_, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"},
-            {{q_rows, c.hidden}, {kv_rows, c.hidden}, {kv_rows, c.hidden}}, WeightUse::matrix);
+            {{q_rows, c.hidden}, {kv_rows, c.hidden}, {kv_rows, c.hidden}}, WeightUse::matmul);
         if (!qkv.ok()) return qkv.error();
         a.wqkv = std::move(*qkv);
       }
-      load(a.wo, "mixer.o_proj.weight", {c.hidden, c.heads * c.head_dim}, WeightUse::matrix);
+      load(a.wo, "mixer.o_proj.weight", {c.hidden, c.heads * c.head_dim}, WeightUse::matmul);
       break;
     }
     case LayerKind::mlp:
@@ -98,7 +98,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       break;
     case LayerKind::moe: {
       MoeWeights& moe = layer.moe;
-      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::matrix);
+      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::matmul);
       load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
       std::vector<std::string> ups, downs;
       for (int64_t e = 0; e < c.experts; ++e) {
@@ -109,11 +109,11 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       // stacked tensor for all experts.
       const bool stacked = !weights.has(ups[0]) && weights.has(p + "mixer.experts.up_proj");
       if (status.ok() && stacked) {
-        load(moe.up, "mixer.experts.up_proj", {c.experts, c.expert_inner, c.hidden}, WeightUse::matrix);
-        load(moe.down, "mixer.experts.down_proj", {c.experts, c.hidden, c.expert_inner}, WeightUse::matrix);
+        load(moe.up, "mixer.experts.up_proj", {c.experts, c.expert_inner, c.hidden}, WeightUse::matmul);
+        load(moe.down, "mixer.experts.down_proj", {c.experts, c.hidden, c.expert_inner}, WeightUse::matmul);
       } else if (status.ok()) {
-        auto up = upload_stacked(weights, backend_, ups, {c.expert_inner, c.hidden}, WeightUse::matrix);
-        auto down = upload_stacked(weights, backend_, downs, {c.hidden, c.expert_inner}, WeightUse::matrix);
+        auto up = upload_stacked(weights, backend_, ups, {c.expert_inner, c.hidden}, WeightUse::matmul);
+        auto down = upload_stacked(weights, backend_, downs, {c.hidden, c.expert_inner}, WeightUse::matmul);
         if (!up.ok()) return up.error();
         if (!down.ok()) return down.error();
         moe.up = std::move(*up);
