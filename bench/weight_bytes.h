@@ -40,6 +40,9 @@ class WeightBytes final : public Backend {
     counted_matmul(x, w, [&] { inner_.matmul(x, w, out); });
   }
   void prepare_matmul_weight(const Tensor& w) override { inner_.prepare_matmul_weight(w); }
+  void matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) override {
+    counted_matmul(x, w, [&] { inner_.matmul_split(x, w, out, outs); });
+  }
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override {
     counted_matmul(x, w, [&] { inner_.matmul_relu_squared(x, w, out); });
   }

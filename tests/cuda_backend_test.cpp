@@ -172,6 +172,44 @@ TEST_F(CudaVsCpu, MatmulReluSquaredEqualsItsTwoOps) {
   }
 }
 
+// matmul_split writes the product's columns straight into its tensors: the same bits as matmul
+// then split_columns, for f32 and bf16 weights (packed too) in the round and tiled kernels.
+TEST_F(CudaVsCpu, MatmulSplitEqualsItsTwoOps) {
+  const int64_t k = 224, m = 80;
+  const std::vector<int64_t> widths = {40, 24, 16};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (bool pack : {false, true}) {
+      if (pack && dtype != DType::bf16) continue;
+      Pair w = random(dtype, {m, k});
+      if (pack) gpu->prepare_matmul_weight(w.gpu);
+      for (int64_t n : {int64_t(1), int64_t(20), int64_t(300)}) {
+        Pair x = random(DType::f32, {n, k}), whole = output(DType::f32, {n, m}), scratch = output(DType::f32, {n, m});
+        std::vector<Pair> apart, fused;
+        std::vector<Tensor> apart_views, fused_views, cpu_views;
+        for (int64_t width : widths) {
+          apart.push_back(output(DType::f32, {n, width}));
+          fused.push_back(output(DType::f32, {n, width}));
+        }
+        for (size_t j = 0; j < widths.size(); ++j) {
+          apart_views.push_back(apart[j].gpu.view());
+          fused_views.push_back(fused[j].gpu.view());
+          cpu_views.push_back(fused[j].cpu.view());
+        }
+        gpu->matmul(x.gpu, w.gpu, whole.gpu);
+        gpu->split_columns(whole.gpu, apart_views);
+        gpu->matmul_split(x.gpu, w.gpu, scratch.gpu, fused_views);
+        if (!pack) cpu.matmul_split(x.cpu, w.cpu, scratch.cpu, cpu_views);
+        for (size_t j = 0; j < widths.size(); ++j) {
+          if (!pack) expect_close(fused[j], "matmul_split", 1e-4);
+          std::vector<float> one = floats(*gpu, fused[j].gpu), two = floats(*gpu, apart[j].gpu);
+          EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
+              << dtype_name(dtype) << (pack ? " packed" : "") << ", " << n << " rows, part " << j;
+        }
+      }
+    }
+  }
+}
+
 // Weights the backend packed (prepare_matmul_weight) give the same bits as the rows they came
 // from: the round and the tiled kernels, plain and grouped, with relu2 or without. Shapes it
 // cannot pack (rows not a multiple of 16, k not of 32) stay as they are.

@@ -127,6 +127,13 @@ class Backend {
     matmul(x, w, out);
     relu_squared(out, out);
   }
+  // out = matmul(x, w), then split_columns(out, outs): a projection whose columns are several
+  // tensors (Mamba2's z, xBC and dt; attention's q, k and v), which a backend may write
+  // straight into outs with the same bits (out's contents are then unspecified).
+  virtual void matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) {
+    matmul(x, w, out);
+    split_columns(out, outs);
+  }
   // x[r] += bias, in place. x f32 [rows, d]; bias f32 [d].
   virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;
   // out = a + b, elementwise f32.

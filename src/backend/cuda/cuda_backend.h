@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  // Writes the product's columns straight into outs (the matmul kernels' column split).
+  void matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) override;
   // Packs bf16 weights whose shape allows (cuda_matmul.cuh: packable_bf16): a warp then reads
   // each block of its weights as one contiguous 1 KB. Not in relaxed mode (cuBLAS reads rows).
   void prepare_matmul_weight(const Tensor& w) override;
@@ -91,8 +93,9 @@ class CudaBackend final : public Backend {
  private:
   using Launch = std::function<void(void* stream)>;
   bool packed(const Tensor& w) const { return packed_.count(w.data) > 0; }
-  // matmul and matmul_relu_squared.
-  void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared);
+  // matmul, matmul_relu_squared and matmul_split (outs: the split's tensors, or none).
+  void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
+                   const std::vector<Tensor>& outs = {});
   // Queues one op's launches under its launch key (cuda_common.cuh: launch_key).
   void enqueue(uint64_t key, Launch launch);
   // Launches what is queued: as a graph where this pass was seen before.

@@ -121,6 +121,23 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cud
   LOCKSTEP_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// A row's columns cut into up to kMax tensors: out[j] takes columns [begin[j], begin[j + 1]).
+struct ColumnSplit {
+  static constexpr int kMax = 4;
+  float* out[kMax];
+  int64_t begin[kMax + 1];
+  int count;
+};
+
+// Stores v as column col of row r of the split's tensors. (Static indices only, so the split
+// stays in the kernel's parameters rather than in a local copy.)
+__device__ inline void store_split(const ColumnSplit& split, int64_t r, int64_t col, float v) {
+#pragma unroll
+  for (int j = 0; j < ColumnSplit::kMax; ++j)
+    if (j < split.count && col >= split.begin[j] && col < split.begin[j + 1])
+      split.out[j][r * (split.begin[j + 1] - split.begin[j]) + col - split.begin[j]] = v;
+}
+
 __device__ inline float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ inline float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         if (lane == 0 && col < m) {
           int64_t entry = tile + r;
           int64_t row = rows.out_rows ? rows.out_rows[entry] : entry;
-          out[row * m + col] = finished(rows, total);
+          store(rows, out, m, row, col, total);
         }
       }
     }
@@ -189,9 +189,23 @@ void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Te
   matmul_then(x, w, out, true);
 }
 
-void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared) {
+void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) {
+  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "matmul_split: over 4 outputs");
+  matmul_then(x, w, out, false, outs);
+}
+
+void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
+                              const std::vector<Tensor>& outs) {
   cuda::MatmulRows rows;
   rows.relu_squared = relu_squared;
+  cuda::LaunchKey split_key;  // the split's tensors, in the launch key
+  rows.split.count = int(outs.size());
+  for (size_t j = 0; j < outs.size(); ++j) {
+    rows.split.out[j] = cuda::ptr<float>(outs[j]);
+    rows.split.begin[j + 1] = rows.split.begin[j] + outs[j].cols();
+    cuda::key_add(split_key, outs[j]);
+  }
+  cuda::require(rows.split.begin[rows.split.count] <= w.shape[0], "matmul_split: the outputs are wider than w");
   rows.packed = packed(w);
   rows.n = x.rows();
   rows.x_rows = x.rows();
@@ -208,11 +222,12 @@ void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& ou
       if (n > 0 && m > 0) relaxed->run(in, weight, result, n, k, m, workspace, static_cast<cudaStream_t>(stream));
     });
     if (relu_squared) this->relu_squared(out, out);
+    if (!outs.empty()) split_columns(out, outs);
     return;
   }
   const size_t bytes = cuda::matmul_workspace_bytes(bf16, rows.x_rows, k);
   void* workspace = bytes ? scratch(kMatmulScratch, bytes) : nullptr;
-  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared, rows.packed), [=](void* stream) {
+  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared, rows.packed, split_key.hash), [=](void* stream) {
     cuda::launch_matmul(in, weight, bf16, result, k, m, rows, workspace, static_cast<cudaStream_t>(stream));
   });
 }

@@ -22,6 +22,7 @@ struct MatmulRows {
   int64_t max_group_rows = 0;  // grouped: the most entries one group can have
   bool relu_squared = false;
   bool packed = false;  // bf16 weights rearranged by launch_pack_bf16
+  ColumnSplit split{};   // count > 0: out row r's columns go to the split's tensors instead
 };
 
 // What a matmul kernel stores for the sum `total` (relu_squared_kernel's arithmetic when asked).
@@ -29,6 +30,16 @@ __device__ inline float finished(const MatmulRows& rows, float total) {
   if (!rows.relu_squared) return total;
   const float v = fmaxf(total, 0.0f);
   return v * v;
+}
+
+// Stores a matmul kernel's sum `total` for out[row][col] (m columns), as finished() makes it,
+// into out or, when the launch has a column split, into the split's tensors.
+__device__ inline void store(const MatmulRows& rows, float* out, int64_t m, int64_t row, int64_t col, float total) {
+  const float v = finished(rows, total);
+  if (rows.split.count == 0)
+    out[row * m + col] = v;
+  else
+    store_split(rows.split, row, col, v);
 }
 
 // The group block row y of a grouped launch computes: group_ids[y] (negative: none), or y.

@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       for (int s = 1; s < kMaxRuns; ++s)
         if (s < runs.count) total += part(s, c, r);
       const int64_t entry = group + r;
-      out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = finished(rows, total);
+      store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total);
     }
     if (group + kGroupRows < last) __syncthreads();  // the partials are read before the next group writes them
   }
@@ -475,7 +475,7 @@ __global__ void __launch_bounds__(256, 1)
           const int row = warp_row + 8 * j + 2 * t + (e % 2);
           if (col >= m || row >= tile_rows) continue;
           const int64_t entry = tile_row + row;
-          out[(rows.out_rows ? rows.out_rows[entry] : entry) * m + col] = finished(rows, total[f][j][e]);
+          store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total[f][j][e]);
         }
       }
     }

@@ -221,15 +221,7 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, float* o
   if (i < m * d) out[i] = x[int64_t(rows[i / d]) * d + i % d];
 }
 
-// split_columns' outputs: out[j] takes columns [begin[j], begin[j + 1]) of each row.
-struct ColumnSplit {
-  static constexpr int kMax = 4;
-  float* out[kMax];
-  int64_t begin[kMax + 1];
-  int count;
-};
-
-__global__ void split_columns_kernel(const float* x, int64_t d, ColumnSplit split, int64_t n) {
+__global__ void split_columns_kernel(const float* x, int64_t d, cuda::ColumnSplit split, int64_t n) {
   cuda::start_kernel();
   const int64_t width = split.begin[split.count];
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -356,8 +348,8 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor&
 }
 
 void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
-  cuda::require(outs.size() <= ColumnSplit::kMax, "split_columns: over 4 outputs");
-  ColumnSplit split{};
+  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "split_columns: over 4 outputs");
+  cuda::ColumnSplit split{};
   split.count = int(outs.size());
   cuda::LaunchKey key;
   cuda::key_add(key, "split_columns_kernel");

@@ -22,11 +22,15 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   Tensor y_norm = rows_of(y_norm_, n);    // [n, inner]
   Tensor out = rows_of(out_, n);          // [n, hidden]
 
-  // One matmul reads in_proj once (one launch, not three), then one op copies the three parts out.
+  // One matmul reads in_proj once (one launch, not three) and its columns go to z, xBC and dt.
   Tensor proj = rows_of(proj_, n);  // [n, inner + conv_dim + mamba_heads]
-  backend_.matmul(h, m.in_proj, proj);
-  if (c.proj_bias) backend_.add_bias(proj, m.in_bias);
-  backend_.split_columns(proj, {z, xbc, dt});
+  if (c.proj_bias) {
+    backend_.matmul(h, m.in_proj, proj);
+    backend_.add_bias(proj, m.in_bias);
+    backend_.split_columns(proj, {z, xbc, dt});
+  } else {
+    backend_.matmul_split(h, m.in_proj, proj, {z, xbc, dt});
+  }
   SequenceRows seqs = inputs_.sequences();
   Tensor conv_weight = m.conv_weight.view().reshaped({conv_dim, c.conv_kernel});
   backend_.conv1d_silu(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act);
@@ -59,9 +63,9 @@ void NemotronModel::attention_mixer(AttentionWeights& a, int64_t n) {
   Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim]
   Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim]
   Tensor qkv = rows_of(qkv_, n);    // [n, (heads + 2 kv_heads) * head_dim]
-  backend_.matmul(h, a.wqkv, qkv);
-  backend_.split_columns(qkv, {q.reshaped({n, c.heads * c.head_dim}), k.reshaped({n, c.kv_heads * c.head_dim}),
-                               v.reshaped({n, c.kv_heads * c.head_dim})});
+  backend_.matmul_split(h, a.wqkv, qkv,
+                        {q.reshaped({n, c.heads * c.head_dim}), k.reshaped({n, c.kv_heads * c.head_dim}),
+                         v.reshaped({n, c.kv_heads * c.head_dim})});
   KvLayer cache{a.k_cache.view(), a.v_cache.view()};
   backend_.kv_write(k, v, inputs_.cache_slots(), cache);
   backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
