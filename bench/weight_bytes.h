@@ -111,6 +111,10 @@ class WeightBytes final : public Backend {
                    const SequenceRows& seqs, const Tensor& out) override {
     timed("conv1d_silu", [&] { inner_.conv1d_silu(x, weight, bias, conv_state, seqs, out); });
   }
+  void conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                         const SequenceRows& seqs, const Tensor& out, const std::vector<Tensor>& outs) override {
+    timed("conv1d_silu", [&] { inner_.conv1d_silu_split(x, weight, bias, conv_state, seqs, out, outs); });
+  }
   void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override {
     timed("ssm_scan", [&] { inner_.ssm_scan(scan, seqs); });
   }

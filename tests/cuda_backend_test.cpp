@@ -412,6 +412,48 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   expect_close(ssm_state, "ssm_scan state", 1e-4);
 }
 
+// conv1d_silu_split writes the conv's channels straight into its tensors: the same bits (and
+// the same conv state) as conv1d_silu then split_columns, for a fill and for a round.
+TEST_F(CudaVsCpu, ConvSplitEqualsItsTwoOps) {
+  const int64_t channels = 40, kernel = 4, slots = 3, n = 8;
+  const std::vector<int64_t> widths = {24, 8, 8};
+  Pair seq_begin = ints({4}, {0, 5, 7, 8}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
+  Pair round_begin = ints({4}, {0, 1, 2, 3}), round_start = ints({3}, {5, 11, 1});
+  Pair weight = random(DType::f32, {channels, kernel}), bias = random(DType::f32, {channels});
+  Pair start = state({slots, channels, kernel - 1});
+  OwnedTensor state_apart = gpu->alloc(DType::f32, {slots, channels, kernel - 1});
+  OwnedTensor state_fused = gpu->alloc(DType::f32, {slots, channels, kernel - 1});
+  gpu->upload(state_apart, start.cpu.view().data);
+  gpu->upload(state_fused, start.cpu.view().data);
+  auto same = [&](const Tensor& a, const Tensor& b) {
+    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
+    return std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
+  };
+  for (bool round : {false, true}) {
+    const int64_t rows = round ? 3 : n;
+    SequenceRows seqs{round ? round_begin.gpu.view() : seq_begin.gpu.view(),
+                      round ? round_start.gpu.view() : seq_start.gpu.view(), seq_slot.gpu.view()};
+    Pair x = random(DType::f32, {rows, channels}), whole = output(DType::f32, {rows, channels});
+    Pair scratch = output(DType::f32, {rows, channels});
+    std::vector<Pair> apart, fused;
+    std::vector<Tensor> apart_views, fused_views;
+    for (int64_t width : widths) {
+      apart.push_back(output(DType::f32, {rows, width}));
+      fused.push_back(output(DType::f32, {rows, width}));
+    }
+    for (size_t j = 0; j < widths.size(); ++j) {
+      apart_views.push_back(apart[j].gpu.view());
+      fused_views.push_back(fused[j].gpu.view());
+    }
+    gpu->conv1d_silu(x.gpu, weight.gpu, bias.gpu, state_apart, seqs, whole.gpu);
+    gpu->split_columns(whole.gpu, apart_views);
+    gpu->conv1d_silu_split(x.gpu, weight.gpu, bias.gpu, state_fused, seqs, scratch.gpu, fused_views);
+    for (size_t j = 0; j < widths.size(); ++j)
+      EXPECT_TRUE(same(apart[j].gpu, fused[j].gpu)) << (round ? "round" : "fill") << ", part " << j;
+    EXPECT_TRUE(same(state_apart, state_fused)) << (round ? "round" : "fill") << ": conv state";
+  }
+}
+
 TEST_F(CudaVsCpu, MoeRouteAndExperts) {
   const int64_t n = 9, experts = 16, k = 4, d = 64, inner = 40;
   for (int64_t groups : {int64_t(1), int64_t(4)}) {

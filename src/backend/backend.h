@@ -186,6 +186,13 @@ class Backend {
   // holds each sequence's last K - 1 inputs and is updated.
   virtual void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                            const SequenceRows& seqs, const Tensor& out) = 0;
+  // conv1d_silu, then split_columns(out, outs) (Mamba2's x, B and C), which a backend may write
+  // straight into outs with the same bits (out's contents are then unspecified).
+  virtual void conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                                 const SequenceRows& seqs, const Tensor& out, const std::vector<Tensor>& outs) {
+    conv1d_silu(x, weight, bias, conv_state, seqs, out);
+    split_columns(out, outs);
+  }
   // The selective scan: h = exp(dt*A) h + dt x B^T, y = h C + D x, per head (heads share
   // their group's B and C). A sequence's rows are cut at absolute multiples of chunk_size; a
   // piece of one row runs the recurrence, a longer piece the SSD chunked form. The cuts are a

@@ -79,6 +79,8 @@ class CudaBackend final : public Backend {
   void relu_squared(const Tensor& x, const Tensor& out) override;
   void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                    const SequenceRows& seqs, const Tensor& out) override;
+  void conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                         const SequenceRows& seqs, const Tensor& out, const std::vector<Tensor>& outs) override;
   void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) override;
   void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
                       const Tensor& out) override;

@@ -26,9 +26,19 @@ Seqs seqs_of(const SequenceRows& seqs) {
   return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
 }
 
+// Stores the conv's output v for (row r, channel c): into out, or, with a column split, into
+// the split's tensors (conv1d_silu_split).
+__device__ inline void conv_store(float* out, const cuda::ColumnSplit& split, int64_t r, int64_t c, int64_t channels,
+                                  float v) {
+  if (split.count == 0)
+    out[r * channels + c] = v;
+  else
+    cuda::store_split(split, r, c, v);
+}
+
 // Rounds: one thread per (sequence, channel) runs the sequence's rows in order.
 __global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
-                                   int64_t n_seqs, int64_t channels, int kernel, float* out) {
+                                   int64_t n_seqs, int64_t channels, int kernel, float* out, cuda::ColumnSplit split) {
   cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_seqs * channels) return;
@@ -43,7 +53,7 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
     window[keep] = x[r * channels + c];
     float acc = b;
     for (int j = 0; j < kernel; ++j) acc = fmaf(w[j], window[j], acc);
-    out[r * channels + c] = cuda::silu(acc);
+    conv_store(out, split, r, c, channels, cuda::silu(acc));
     for (int j = 0; j < keep; ++j) window[j] = window[j + 1];
   }
   for (int j = 0; j < keep; ++j) history[j] = window[j];
@@ -62,7 +72,7 @@ __device__ inline float conv_input(const float* x, const float* history, const S
 // first row, from its saved history: the same values, in the same order, as the kernel above.
 __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, const float* bias,
                                         const float* conv_state, Seqs seqs, int64_t n_seqs, int64_t n_rows,
-                                        int64_t channels, int kernel, float* out) {
+                                        int64_t channels, int kernel, float* out, cuda::ColumnSplit split) {
   cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_rows * channels) return;
@@ -81,7 +91,7 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
   for (int j = 0; j < kernel; ++j) {
     acc = fmaf(w[j], conv_input(x, history, seqs, s, offset - keep + j, channels, c, keep), acc);
   }
-  out[r * channels + c] = cuda::silu(acc);
+  conv_store(out, split, r, c, channels, cuda::silu(acc));
 }
 
 // After conv1d_silu_rows_kernel: each sequence's history becomes its last K - 1 inputs.
@@ -247,22 +257,38 @@ __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const f
 
 void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                               const SequenceRows& seqs, const Tensor& out) {
+  conv1d_silu_split(x, weight, bias, conv_state, seqs, out, {});
+}
+
+void CudaBackend::conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& conv_state, const SequenceRows& seqs, const Tensor& out,
+                                    const std::vector<Tensor>& outs) {
   const int64_t n_seqs = seqs.seq_slot.numel(), channels = x.cols();
   const int kernel = int(weight.cols());
   cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
+  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "conv1d_silu_split: over 4 outputs");
+  cuda::ColumnSplit split{};
+  cuda::LaunchKey split_key;
+  split.count = int(outs.size());
+  for (size_t j = 0; j < outs.size(); ++j) {
+    split.out[j] = ptr<float>(outs[j]);
+    split.begin[j + 1] = split.begin[j] + outs[j].cols();
+    cuda::key_add(split_key, outs[j]);
+  }
+  cuda::require(split.begin[split.count] <= channels, "conv1d_silu_split: the outputs are wider than x");
   if (n_seqs == 0) return;
   const int64_t n_rows = x.rows();
-  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out), [=](void* s) {
+  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out, split_key.hash), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     const float* b = bias.data ? ptr<float>(bias) : nullptr;
     if (n_rows == n_seqs) {  // a row per sequence (rounds): one thread per (sequence, channel) does all
       cuda::launch(conv1d_silu_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
                    ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel,
-                   ptr<float>(out));
+                   ptr<float>(out), split);
     } else {  // fills: every row at once, then the histories
       cuda::launch(conv1d_silu_rows_kernel, cuda::blocks_for(n_rows * channels, 256), 256, 0, stream, ptr<float>(x),
                    ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
-                   ptr<float>(out));
+                   ptr<float>(out), split);
       cuda::launch(conv1d_history_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
                    ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
     }

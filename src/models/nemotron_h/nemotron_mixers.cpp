@@ -33,8 +33,8 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   }
   SequenceRows seqs = inputs_.sequences();
   Tensor conv_weight = m.conv_weight.view().reshaped({conv_dim, c.conv_kernel});
-  backend_.conv1d_silu(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act);
-  backend_.split_columns(xbc_act, {xs.reshaped({n, inner}), b.reshaped({n, gn}), cc.reshaped({n, gn})});
+  backend_.conv1d_silu_split(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act,
+                             {xs.reshaped({n, inner}), b.reshaped({n, gn}), cc.reshaped({n, gn})});
 
   SsmScan scan;
   scan.x = xs;
