@@ -74,13 +74,18 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
 
 // The common routing (no expert groups) with a warp per token: lane l holds experts l, l + 32,
 // ...; each of the k picks is a warp-wide argmax (ties to the lower expert), so the choice,
-// the weights and their order equal moe_route_kernel's.
+// the weights and their order equal moe_route_kernel's. Lane j keeps pick j and writes it. The
+// correction bias is a model weight (no kernel writes it), so it is read before the wait.
 template <int kPerLane>
 __global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
                                       int experts, int k, int32_t* ids, float* weights) {
-  cuda::start_kernel();
+  cuda::allow_early_launch();
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
+  float correction[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) correction[i] = lane + 32 * i < experts ? bias[lane + 32 * i] : 0.0f;
+  cuda::wait_for_inputs();
   if (r >= n) return;  // whole warps leave together
   const float* row = logits + r * experts;
   float score[kPerLane], choice[kPerLane];
@@ -90,12 +95,12 @@ __global__ void moe_route_warp_kernel(const float* logits, const float* bias, Mo
     const int e = lane + 32 * i;
     open[i] = e < experts;
     score[i] = open[i] ? 1.0f / (1.0f + expf(-row[e])) : 0.0f;
-    choice[i] = open[i] ? score[i] + bias[e] : 0.0f;
+    choice[i] = open[i] ? score[i] + correction[i] : 0.0f;
     if (choice[i] != choice[i]) choice[i] = -INFINITY;  // NaN never beats a number
   }
   constexpr int kNone = 0x7fffffff;
-  float sum = 0.0f, picked[32];
-  int32_t picked_id[32];
+  float sum = 0.0f, mine = 0.0f;  // mine: pick `lane`'s score
+  int32_t mine_id = kNone;
   for (int j = 0; j < k; ++j) {
     float best = -INFINITY, best_score = 0.0f;
     int best_e = kNone;
@@ -106,28 +111,26 @@ __global__ void moe_route_warp_kernel(const float* logits, const float* bias, Mo
     }
     for (int offset = 16; offset > 0; offset >>= 1) {
       const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const float other_score = __shfl_xor_sync(0xffffffffu, best_score, offset);
       const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
       const bool wins = other_e != kNone &&
                         (best_e == kNone || other > best || (other == best && other_e < best_e));
-      if (wins) best = other, best_score = other_score, best_e = other_e;
+      if (wins) best = other, best_e = other_e;
     }
+    // The winner's score, from the lane that holds that expert (its own best candidate).
+    best_score = __shfl_sync(0xffffffffu, best_score, best_e == kNone ? 0 : best_e % 32);
     if (best_e != kNone && best_e % 32 == lane) {
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i)
         if (lane + 32 * i == best_e) open[i] = false;
     }
-    picked[j] = best_score;
-    picked_id[j] = best_e;
+    if (lane == j) mine = best_score, mine_id = best_e;
     sum += best_score;
   }
-  if (lane != 0) return;
-  for (int j = 0; j < k; ++j) {
-    float w = picked[j];
-    if (routing.normalize) w /= sum + 1e-20f;
-    ids[r * k + j] = picked_id[j];
-    weights[r * k + j] = w * routing.scale;
-  }
+  if (lane >= k) return;
+  float w = mine;
+  if (routing.normalize) w /= sum + 1e-20f;
+  ids[r * k + lane] = mine_id;
+  weights[r * k + lane] = w * routing.scale;
 }
 
 // An exclusive prefix sum over the block (one value per thread, kMaxExperts threads); `total`
