@@ -151,6 +151,13 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
   return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
 }
 
+// How the round kernel's lanes get their weight pieces (the host picks): `loads`, any k: each
+// lane loads and packs its eight values; `copies`, k % 8 == 0 with 16-byte-aligned weights and
+// x: one cp.async a piece, from the weight rows; `packed`, weights rearranged by pack_kernel (a
+// column tile's block of 16 rows x 32 positions is 1 KB, in the order the lanes read it): one
+// cp.async a piece, and a warp's pieces of a block are one contiguous 1 KB.
+enum class Pieces { loads, copies, packed };
+
 // The round kernel's staging: each lane copies the 16-byte pieces it will read (its two weight
 // rows' eight positions of a block, and its x row's eight f32 of each tile) into its own
 // places of a ring of kDepth blocks in shared memory, kDepth - 1 blocks ahead of the block it
@@ -164,13 +171,6 @@ __device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat
 // (cp.async.ca): every block of the launch reads the same x rows, and fetching them from L2 on
 // every read made rounds 3 to 6 times slower (measured), the few L2 slices that hold them
 // serving every SM.
-// How the round kernel's lanes get their weight pieces (the host picks): `loads`, any k: each
-// lane loads and packs its eight values; `copies`, k % 8 == 0 with 16-byte-aligned weights and
-// x: one cp.async a piece, from the weight rows; `packed`, weights rearranged by pack_bf16 (a
-// column tile's block of 16 rows x 32 positions is 1 KB, in the order the lanes read it): one
-// cp.async a piece, and a warp's pieces of a block are one contiguous 1 KB.
-enum class Pieces { loads, copies, packed };
-
 template <int kTiles, int kCols>
 struct Ring {
   static constexpr int kPieces = 2 * kCols + 2 * kTiles;  // two of weights per column tile, two of x per row tile
