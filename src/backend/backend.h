@@ -118,8 +118,8 @@ class Backend {
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
   // Lets the backend rearrange a matmul weight (f32|bf16 [m, k], or stacked experts
   // [experts, m, k]) for its kernels, once, after it is uploaded. From then on only matmul,
-  // matmul_relu_squared and moe_experts may read w (not embed, nor download): a tied embedding
-  // table is not prepared. The results' bits do not change. By default w stays as it is.
+  // matmul_relu_squared, matmul_split and moe_experts may read w (not embed, nor download): a
+  // tied embedding table is not prepared. The results' bits do not change. By default w stays as it is.
   virtual void prepare_matmul_weight(const Tensor& w) { (void)w; }
   // out = relu_squared(matmul(x, w)): a relu2 MLP's up projection, which a backend may run as
   // one kernel with the same bits as the two ops.

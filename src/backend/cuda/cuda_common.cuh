@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "tensor/tensor.h"
@@ -191,6 +193,21 @@ uint64_t launch_key(const char* op, const Args&... args) {
 template <class T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data);
+}
+
+// The split of a row's `width` columns into outs (f32, at most ColumnSplit::kMax of them, no
+// wider together than the row), whose tensors `key` takes in; `op` names the caller in errors.
+inline ColumnSplit column_split(const std::vector<Tensor>& outs, int64_t width, const char* op, LaunchKey& key) {
+  if (outs.size() > size_t(ColumnSplit::kMax)) require(false, (std::string(op) + ": over 4 outputs").c_str());
+  ColumnSplit split{};
+  split.count = int(outs.size());
+  for (size_t j = 0; j < outs.size(); ++j) {
+    split.out[j] = ptr<float>(outs[j]);
+    split.begin[j + 1] = split.begin[j] + outs[j].cols();
+    key_add(key, outs[j]);
+  }
+  if (split.begin[split.count] > width) require(false, (std::string(op) + ": the outputs are wider than a row").c_str());
+  return split;
 }
 
 }  // namespace lockstep::cuda

@@ -266,16 +266,8 @@ void CudaBackend::conv1d_silu_split(const Tensor& x, const Tensor& weight, const
   const int64_t n_seqs = seqs.seq_slot.numel(), channels = x.cols();
   const int kernel = int(weight.cols());
   cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
-  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "conv1d_silu_split: over 4 outputs");
-  cuda::ColumnSplit split{};
   cuda::LaunchKey split_key;
-  split.count = int(outs.size());
-  for (size_t j = 0; j < outs.size(); ++j) {
-    split.out[j] = ptr<float>(outs[j]);
-    split.begin[j + 1] = split.begin[j] + outs[j].cols();
-    cuda::key_add(split_key, outs[j]);
-  }
-  cuda::require(split.begin[split.count] <= channels, "conv1d_silu_split: the outputs are wider than x");
+  const cuda::ColumnSplit split = cuda::column_split(outs, channels, "conv1d_silu_split", split_key);
   if (n_seqs == 0) return;
   const int64_t n_rows = x.rows();
   enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out, split_key.hash), [=](void* s) {

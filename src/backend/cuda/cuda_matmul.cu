@@ -190,7 +190,6 @@ void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Te
 }
 
 void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) {
-  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "matmul_split: over 4 outputs");
   matmul_then(x, w, out, false, outs);
 }
 
@@ -199,13 +198,7 @@ void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& ou
   cuda::MatmulRows rows;
   rows.relu_squared = relu_squared;
   cuda::LaunchKey split_key;  // the split's tensors, in the launch key
-  rows.split.count = int(outs.size());
-  for (size_t j = 0; j < outs.size(); ++j) {
-    rows.split.out[j] = cuda::ptr<float>(outs[j]);
-    rows.split.begin[j + 1] = rows.split.begin[j] + outs[j].cols();
-    cuda::key_add(split_key, outs[j]);
-  }
-  cuda::require(rows.split.begin[rows.split.count] <= w.shape[0], "matmul_split: the outputs are wider than w");
+  rows.split = cuda::column_split(outs, w.shape[0], "matmul_split", split_key);
   rows.packed = packed(w);
   rows.n = x.rows();
   rows.x_rows = x.rows();

@@ -348,18 +348,10 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor&
 }
 
 void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
-  cuda::require(outs.size() <= cuda::ColumnSplit::kMax, "split_columns: over 4 outputs");
-  cuda::ColumnSplit split{};
-  split.count = int(outs.size());
   cuda::LaunchKey key;
   cuda::key_add(key, "split_columns_kernel");
   cuda::key_add(key, x);
-  for (size_t j = 0; j < outs.size(); ++j) {
-    split.out[j] = ptr<float>(outs[j]);
-    split.begin[j + 1] = split.begin[j] + outs[j].cols();
-    cuda::key_add(key, outs[j]);
-  }
-  cuda::require(split.begin[split.count] <= x.cols(), "split_columns: the outputs are wider than x");
+  const cuda::ColumnSplit split = cuda::column_split(outs, x.cols(), "split_columns", key);
   const int64_t n = x.rows(), width = split.begin[split.count];
   if (n == 0 || width == 0) return;
   enqueue(key.hash, [=](void* stream) {
