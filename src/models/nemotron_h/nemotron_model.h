@@ -40,7 +40,7 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  OwnedTensor router;           // [experts, hidden], always f32
+  OwnedTensor router;           // [experts, hidden], f32 or bf16 as stored
   OwnedTensor correction_bias;  // [experts]
   OwnedTensor up, down;         // [experts, inner, hidden], [experts, hidden, inner]
   MlpWeights shared;            // the shared expert
