@@ -63,6 +63,23 @@ class CudaVsCpu : public ::testing::Test {
     gpu->upload(p.gpu, poison.data());
     return p;
   }
+  // The parts of a column split, `rows` rows of each width: one set the two separate ops fill
+  // (apart), one the fused op fills (fused; the CPU side too), with the views the ops take.
+  struct SplitParts {
+    std::vector<Pair> apart, fused;
+    std::vector<Tensor> apart_views, fused_views, cpu_views;
+  };
+  SplitParts split_parts(int64_t rows, const std::vector<int64_t>& widths) {
+    SplitParts parts;
+    for (int64_t width : widths) {
+      parts.apart.push_back(output(DType::f32, {rows, width}));
+      parts.fused.push_back(output(DType::f32, {rows, width}));
+      parts.apart_views.push_back(parts.apart.back().gpu.view());
+      parts.fused_views.push_back(parts.fused.back().gpu.view());
+      parts.cpu_views.push_back(parts.fused.back().cpu.view());
+    }
+    return parts;
+  }
   // A state tensor both sides start from with the same random values.
   Pair state(Shape shape) { return random(DType::f32, shape, 0.5f); }
 
@@ -184,24 +201,14 @@ TEST_F(CudaVsCpu, MatmulSplitEqualsItsTwoOps) {
       if (pack) gpu->prepare_matmul_weight(w.gpu);
       for (int64_t n : {int64_t(1), int64_t(20), int64_t(300)}) {
         Pair x = random(DType::f32, {n, k}), whole = output(DType::f32, {n, m}), scratch = output(DType::f32, {n, m});
-        std::vector<Pair> apart, fused;
-        std::vector<Tensor> apart_views, fused_views, cpu_views;
-        for (int64_t width : widths) {
-          apart.push_back(output(DType::f32, {n, width}));
-          fused.push_back(output(DType::f32, {n, width}));
-        }
-        for (size_t j = 0; j < widths.size(); ++j) {
-          apart_views.push_back(apart[j].gpu.view());
-          fused_views.push_back(fused[j].gpu.view());
-          cpu_views.push_back(fused[j].cpu.view());
-        }
+        SplitParts parts = split_parts(n, widths);
         gpu->matmul(x.gpu, w.gpu, whole.gpu);
-        gpu->split_columns(whole.gpu, apart_views);
-        gpu->matmul_split(x.gpu, w.gpu, scratch.gpu, fused_views);
-        if (!pack) cpu.matmul_split(x.cpu, w.cpu, scratch.cpu, cpu_views);
+        gpu->split_columns(whole.gpu, parts.apart_views);
+        gpu->matmul_split(x.gpu, w.gpu, scratch.gpu, parts.fused_views);
+        if (!pack) cpu.matmul_split(x.cpu, w.cpu, scratch.cpu, parts.cpu_views);
         for (size_t j = 0; j < widths.size(); ++j) {
-          if (!pack) expect_close(fused[j], "matmul_split", 1e-4);
-          std::vector<float> one = floats(*gpu, fused[j].gpu), two = floats(*gpu, apart[j].gpu);
+          if (!pack) expect_close(parts.fused[j], "matmul_split", 1e-4);
+          std::vector<float> one = floats(*gpu, parts.fused[j].gpu), two = floats(*gpu, parts.apart[j].gpu);
           EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
               << dtype_name(dtype) << (pack ? " packed" : "") << ", " << n << " rows, part " << j;
         }
@@ -247,7 +254,10 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
   OwnedTensor up_packed = prepared_copy(up), down_packed = prepared_copy(down);
   for (int64_t n : {int64_t(9), int64_t(300)}) {
     std::vector<int32_t> chosen;
-    for (int64_t r = 0; r < n; ++r) chosen.push_back(int32_t(r % experts)), chosen.push_back(int32_t((r + 3) % experts));
+    for (int64_t r = 0; r < n; ++r) {
+      chosen.push_back(int32_t(r % experts));
+      chosen.push_back(int32_t((r + 3) % experts));
+    }
     Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
     Pair start = random(DType::f32, {n, d});
     OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
@@ -435,21 +445,12 @@ TEST_F(CudaVsCpu, ConvSplitEqualsItsTwoOps) {
                       round ? round_start.gpu.view() : seq_start.gpu.view(), seq_slot.gpu.view()};
     Pair x = random(DType::f32, {rows, channels}), whole = output(DType::f32, {rows, channels});
     Pair scratch = output(DType::f32, {rows, channels});
-    std::vector<Pair> apart, fused;
-    std::vector<Tensor> apart_views, fused_views;
-    for (int64_t width : widths) {
-      apart.push_back(output(DType::f32, {rows, width}));
-      fused.push_back(output(DType::f32, {rows, width}));
-    }
-    for (size_t j = 0; j < widths.size(); ++j) {
-      apart_views.push_back(apart[j].gpu.view());
-      fused_views.push_back(fused[j].gpu.view());
-    }
+    SplitParts parts = split_parts(rows, widths);
     gpu->conv1d_silu(x.gpu, weight.gpu, bias.gpu, state_apart, seqs, whole.gpu);
-    gpu->split_columns(whole.gpu, apart_views);
-    gpu->conv1d_silu_split(x.gpu, weight.gpu, bias.gpu, state_fused, seqs, scratch.gpu, fused_views);
+    gpu->split_columns(whole.gpu, parts.apart_views);
+    gpu->conv1d_silu_split(x.gpu, weight.gpu, bias.gpu, state_fused, seqs, scratch.gpu, parts.fused_views);
     for (size_t j = 0; j < widths.size(); ++j)
-      EXPECT_TRUE(same(apart[j].gpu, fused[j].gpu)) << (round ? "round" : "fill") << ", part " << j;
+      EXPECT_TRUE(same(parts.apart[j].gpu, parts.fused[j].gpu)) << (round ? "round" : "fill") << ", part " << j;
     EXPECT_TRUE(same(state_apart, state_fused)) << (round ? "round" : "fill") << ": conv state";
   }
 }

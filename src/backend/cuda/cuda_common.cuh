@@ -140,6 +140,16 @@ __device__ inline void store_split(const ColumnSplit& split, int64_t r, int64_t 
       split.out[j][r * (split.begin[j + 1] - split.begin[j]) + col - split.begin[j]] = v;
 }
 
+// Stores v as column col of row r: into out (rows of `width`), or into the split's tensors
+// when it has any (the _split ops).
+__device__ inline void store_column(float* out, const ColumnSplit& split, int64_t r, int64_t col, int64_t width,
+                                    float v) {
+  if (split.count == 0)
+    out[r * width + col] = v;
+  else
+    store_split(split, r, col, v);
+}
+
 __device__ inline float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ inline float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 

@@ -26,16 +26,6 @@ Seqs seqs_of(const SequenceRows& seqs) {
   return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
 }
 
-// Stores the conv's output v for (row r, channel c): into out, or, with a column split, into
-// the split's tensors (conv1d_silu_split).
-__device__ inline void conv_store(float* out, const cuda::ColumnSplit& split, int64_t r, int64_t c, int64_t channels,
-                                  float v) {
-  if (split.count == 0)
-    out[r * channels + c] = v;
-  else
-    cuda::store_split(split, r, c, v);
-}
-
 // Rounds: one thread per (sequence, channel) runs the sequence's rows in order.
 __global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
                                    int64_t n_seqs, int64_t channels, int kernel, float* out, cuda::ColumnSplit split) {
@@ -53,7 +43,7 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
     window[keep] = x[r * channels + c];
     float acc = b;
     for (int j = 0; j < kernel; ++j) acc = fmaf(w[j], window[j], acc);
-    conv_store(out, split, r, c, channels, cuda::silu(acc));
+    cuda::store_column(out, split, r, c, channels, cuda::silu(acc));
     for (int j = 0; j < keep; ++j) window[j] = window[j + 1];
   }
   for (int j = 0; j < keep; ++j) history[j] = window[j];
@@ -91,7 +81,7 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
   for (int j = 0; j < kernel; ++j) {
     acc = fmaf(w[j], conv_input(x, history, seqs, s, offset - keep + j, channels, c, keep), acc);
   }
-  conv_store(out, split, r, c, channels, cuda::silu(acc));
+  cuda::store_column(out, split, r, c, channels, cuda::silu(acc));
 }
 
 // After conv1d_silu_rows_kernel: each sequence's history becomes its last K - 1 inputs.

@@ -35,11 +35,7 @@ __device__ inline float finished(const MatmulRows& rows, float total) {
 // Stores a matmul kernel's sum `total` for out[row][col] (m columns), as finished() makes it,
 // into out or, when the launch has a column split, into the split's tensors.
 __device__ inline void store(const MatmulRows& rows, float* out, int64_t m, int64_t row, int64_t col, float total) {
-  const float v = finished(rows, total);
-  if (rows.split.count == 0)
-    out[row * m + col] = v;
-  else
-    store_split(rows.split, row, col, v);
+  store_column(out, rows.split, row, col, m, finished(rows, total));
 }
 
 // The group block row y of a grouped launch computes: group_ids[y] (negative: none), or y.
