@@ -383,8 +383,8 @@ TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
 TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   // Three sequences: a fresh one of 5 rows, one continuing at position 9 with 2 rows (fewer
   // than the conv's history), and a fresh one of 1 row; state slots 2, 0, 1. Chunk size 1
-  // makes the CPU run the recurrence for every row, as the GPU always does, so the two compare
-  // like for like. Then a round: one row for each sequence.
+  // makes both run the recurrence for every row (the GPU's SSD kernel, through scan_row). Then
+  // a round of the conv and the scan: one row for each sequence.
   const int64_t channels = 40, kernel = 4, heads = 4, head_dim = 16, groups = 2, state_size = 32, slots = 3;
   const int64_t n = 8;
   Pair seq_begin = ints({4}, {0, 5, 7, 8}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
@@ -420,6 +420,54 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   }
   expect_close(y, "ssm_scan", 1e-4);
   expect_close(ssm_state, "ssm_scan state", 1e-4);
+  // The round (the GPU's round kernel), from those states.
+  Pair round_xs = random(DType::f32, {3, heads, head_dim}), round_dt = random(DType::f32, {3, heads});
+  Pair round_b = random(DType::f32, {3, groups, state_size}), round_c = random(DType::f32, {3, groups, state_size});
+  Pair round_y = output(DType::f32, {3, heads, head_dim});
+  for (Backend* be : {static_cast<Backend*>(&cpu), gpu.get()}) {
+    bool on_cpu = be == &cpu;
+    auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
+    SsmScan scan{pick(round_xs), pick(round_dt), pick(round_b), pick(round_c),   pick(a_log),   pick(d),
+                 pick(dt_bias),  0.0f,           128,           pick(ssm_state), pick(round_y)};
+    be->ssm_scan(scan, on_cpu ? SequenceRows{round_begin.cpu, round_start.cpu, seq_slot.cpu}
+                              : SequenceRows{round_begin.gpu, round_start.gpu, seq_slot.gpu});
+  }
+  expect_close(round_y, "ssm_scan, a round", 1e-4);
+  expect_close(ssm_state, "ssm_scan state after a round", 1e-4);
+}
+
+TEST_F(CudaVsCpu, SsdChunkedScan) {
+  // The SSD form against the CPU's, both cutting at multiples of the chunk: a fresh sequence of
+  // 300 rows (pieces 128, 128, 44), one at position 100 of 200 rows (28, 128, 44), one at 127
+  // of 3 (a one-row piece, then two), a one-row sequence and a fresh one of 2 rows. Two shapes:
+  // the 30B model's state size and chunk with columns that do not fill the last block, and a
+  // state size short of a multiple of 32 with a chunk short of one of the kernel's tiles.
+  struct Shape4 {
+    int64_t heads, head_dim, groups, state_size, chunk;
+  };
+  for (Shape4 shape : {Shape4{4, 80, 2, 128, 128}, Shape4{4, 16, 2, 40, 20}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(shape.head_dim) + ", chunk " + std::to_string(shape.chunk));
+    const int64_t heads = shape.heads, head_dim = shape.head_dim, groups = shape.groups, states = shape.state_size;
+    const int64_t slots = 6, n = 300 + 200 + 3 + 1 + 2;
+    Pair seq_begin = ints({6}, {0, 300, 500, 503, 504, 506}), seq_start = ints({5}, {0, 100, 127, 50, 0});
+    Pair seq_slot = ints({5}, {4, 0, 2, 5, 1});
+    SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu},
+        gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
+    Pair xs = random(DType::f32, {n, heads, head_dim}), dt = random(DType::f32, {n, heads});
+    Pair b = random(DType::f32, {n, groups, states}, 0.5f), c = random(DType::f32, {n, groups, states}, 0.5f);
+    Pair a_log = random(DType::f32, {heads}, 0.5f), d = random(DType::f32, {heads});
+    Pair dt_bias = random(DType::f32, {heads});
+    Pair ssm_state = state({slots, heads, head_dim, states}), y = output(DType::f32, {n, heads, head_dim});
+    for (Backend* be : {static_cast<Backend*>(&cpu), gpu.get()}) {
+      bool on_cpu = be == &cpu;
+      auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
+      SsmScan scan{pick(xs),      pick(dt), pick(b),     pick(c),         pick(a_log), pick(d),
+                   pick(dt_bias), 0.001f,   shape.chunk, pick(ssm_state), pick(y)};
+      be->ssm_scan(scan, on_cpu ? cpu_seqs : gpu_seqs);
+    }
+    expect_close(y, "ssm_scan", 1e-4);
+    expect_close(ssm_state, "ssm_scan state", 1e-4);
+  }
 }
 
 // conv1d_silu_split writes the conv's channels straight into its tensors: the same bits (and

@@ -17,14 +17,16 @@
 namespace lockstep {
 namespace {
 
+// The parameter: "fixture/backend".
 class NemotronFixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    backend = make_test_backend("cpu");
-    auto loaded = load_model(test_data(GetParam()), *backend, ModelOptions{});
+    const std::string fixture = GetParam().substr(0, GetParam().find('/'));
+    backend = make_test_backend(GetParam().substr(GetParam().find('/') + 1));
+    auto loaded = load_model(test_data(fixture), *backend, ModelOptions{});
     ASSERT_TRUE(loaded.ok()) << loaded.error().message;
     model = std::move(*loaded);
-    auto ref = load_fixture_reference(test_data(GetParam()) + "/reference.safetensors");
+    auto ref = load_fixture_reference(test_data(fixture) + "/reference.safetensors");
     ASSERT_TRUE(ref.ok()) << ref.error().message;
     cases = std::move(*ref);
   }
@@ -49,7 +51,20 @@ TEST_P(NemotronFixture, ChunkedFillsStayWithinToleranceAndRepeatBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, NemotronFixture, ::testing::Values("nemotron_h", "nemotron_h_moe"));
+std::vector<std::string> nemotron_params() {
+  std::vector<std::string> params;
+  for (const std::string& backend : test_backend_names())
+    if (backend == "cpu" || backend == "cuda")
+      for (const char* fixture : {"nemotron_h", "nemotron_h_moe"}) params.push_back(fixture + ("/" + backend));
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NemotronFixture, ::testing::ValuesIn(nemotron_params()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           name[name.find('/')] = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace lockstep

@@ -1,30 +1,27 @@
 // CUDA Mamba2 ops: the causal conv with its state, the selective scan and the gated grouped
 // RMSNorm. Each sequence's rows run in position order with that sequence's own state.
 //
-// The scan runs the recurrence h = exp(dt A) h + dt x B^T, y = h C + D x for every row, in one
-// warp per (sequence, head, 8 of the head's columns): each lane holds 1/32 of the state of
-// those columns in registers across the rows. A row's arithmetic is the same whether it is one
-// row of a round or one of a fill, so fills and rounds of any width give the same states.
+// The scan: a round (one row a sequence) runs the recurrence h = exp(dt A) h + dt x B^T,
+// y = h C + D x in one warp per (sequence, head, 8 of the head's columns), each lane holding
+// 1/32 of the state of those columns in registers. A pass with longer sequences goes to the SSD
+// kernel (cuda_ssd.cu), which cuts them at absolute multiples of the chunk size as the CPU
+// does and runs one-row pieces by the same scan_row, so a sequence's bits depend on its rows
+// and the cuts alone.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_mamba.cuh"
 
 namespace lockstep {
 
+using cuda::kColsPerWarp;
 using cuda::ptr;
+using cuda::ScanArgs;
+using cuda::Seqs;
+using cuda::seqs_of;
 
 namespace {
 
 constexpr int kMaxConvKernel = 8;
-
-struct Seqs {
-  const int32_t* begin;
-  const int32_t* start;
-  const int32_t* slot;
-};
-
-Seqs seqs_of(const SequenceRows& seqs) {
-  return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
-}
 
 // Rounds: one thread per (sequence, channel) runs the sequence's rows in order.
 __global__ void conv1d_silu_kernel(const float* x, const float* weight, const float* bias, float* conv_state, Seqs seqs,
@@ -99,47 +96,10 @@ __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs se
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
 
-constexpr int kColsPerWarp = 8;
-
-struct ScanArgs {
-  const float *x, *dt, *b, *c, *a_log, *d, *dt_bias;
-  float dt_min;
-  float* state;
-  float* out;
-  int64_t heads, head_dim, groups, state_size;
-};
-
-// One row's inputs to one warp of the scan.
-template <int kLaneStates>
-struct ScanRow {
-  float dt;  // before dt_bias and softplus
-  float b[kLaneStates], c[kLaneStates];
-  float x[kColsPerWarp];
-};
-
-template <int kLaneStates>
-__device__ inline void load_scan_row(const ScanArgs& a, int64_t r, int64_t head, int64_t group, int warp, int lane,
-                                     ScanRow<kLaneStates>& row) {
-  const int64_t P = a.head_dim, N = a.state_size;
-  row.dt = a.dt[r * a.heads + head];
-#pragma unroll
-  for (int e = 0; e < kLaneStates; ++e) {
-    const int64_t n = lane + 32 * e;
-    row.b[e] = n < N ? a.b[(r * a.groups + group) * N + n] : 0.0f;
-    row.c[e] = n < N ? a.c[(r * a.groups + group) * N + n] : 0.0f;
-  }
-  const float* xr = a.x + (r * a.heads + head) * P;
-#pragma unroll
-  for (int j = 0; j < kColsPerWarp; ++j) {
-    const int64_t p = int64_t(warp) * kColsPerWarp + j;
-    row.x[j] = p < P ? xr[p] : 0.0f;
-  }
-}
-
-// kLaneStates: state entries per lane (state_size / 32, rounded up). One warp per block, one
-// block per (sequence, head, 8 of the head's columns): a column's recurrence and its sum over
-// the state never leave the warp, so how the columns are spread over blocks changes nothing.
-// The next row's inputs load while this row is computed.
+// Rounds. kLaneStates: state entries per lane (state_size / 32, rounded up). One warp per
+// block, one block per (sequence, head, 8 of the head's columns): a column's recurrence and its
+// sum over the state never leave the warp, so how the columns are spread over blocks changes
+// nothing. The next row's inputs load while this row is computed.
 template <int kLaneStates>
 __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
   cuda::start_kernel();
@@ -148,7 +108,7 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
   const int64_t s = unit / a.heads, head = unit % a.heads;
   const int64_t group = head / (a.heads / a.groups);
   const int64_t P = a.head_dim, N = a.state_size;
-  const float A = -expf(a.a_log[head]), D = a.d[head], bias = a.dt_bias[head];
+  const cuda::ScanHead k = cuda::scan_head(a, head);
   float* state = a.state + (int64_t(seqs.slot[s]) * a.heads + head) * P * N;
   const bool fresh = seqs.start[s] == 0;
   float h[kColsPerWarp][kLaneStates];
@@ -162,26 +122,11 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
     }
   }
   const int64_t begin = seqs.begin[s], end = seqs.begin[s + 1];
-  ScanRow<kLaneStates> row, next;
+  cuda::ScanRow<kLaneStates> row, next;
   if (begin < end) load_scan_row(a, begin, head, group, warp, lane, row);
   for (int64_t r = begin; r < end; ++r) {
     if (r + 1 < end) load_scan_row(a, r + 1, head, group, warp, lane, next);
-    const float dt = fmaxf(cuda::softplus(row.dt + bias), a.dt_min);
-    const float decay = expf(dt * A);
-#pragma unroll
-    for (int j = 0; j < kColsPerWarp; ++j) {
-      const int64_t p = int64_t(warp) * kColsPerWarp + j;
-      const float xp = row.x[j];
-      const float dx = dt * xp;
-      float part = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kLaneStates; ++e) {
-        h[j][e] = h[j][e] * decay + dx * row.b[e];
-        part = fmaf(h[j][e], row.c[e], part);
-      }
-      const float y = cuda::warp_sum(part) + D * xp;
-      if (lane == 0 && p < P) a.out[(r * a.heads + head) * P + p] = y;
-    }
+    cuda::scan_row(a, k, row, r, head, warp, lane, h);
     row = next;
   }
 #pragma unroll
@@ -285,11 +230,20 @@ void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
              scan.b.shape[1],        scan.b.shape[2]};
   cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256,
                 "ssm_scan: head_dim over 256 or state over 256");
+  cuda::require(scan.chunk_size >= 1 && scan.chunk_size <= cuda::kMaxSsdChunk, "ssm_scan: chunk_size not in 1..256");
   if (n_seqs == 0) return;
+  const Seqs rows = seqs_of(seqs);
+  // A pass's runs of rows are never empty, so as many rows as sequences is a round: one row
+  // each, which the SSD kernel would also run by scan_row. Anything longer goes to it.
+  if (scan.x.shape[0] != n_seqs) {
+    const int64_t chunk = scan.chunk_size;
+    enqueue(cuda::launch_key("ssd_scan", scan, seqs),
+            [=](void* s) { cuda::launch_ssd_scan(a, rows, n_seqs, chunk, static_cast<cudaStream_t>(s)); });
+    return;
+  }
   const int warps_per_head = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp);
   const unsigned blocks = unsigned(n_seqs * a.heads * warps_per_head);
   const int64_t lane_states = (a.state_size + 31) / 32;
-  const Seqs rows = seqs_of(seqs);
   enqueue(cuda::launch_key("ssm_scan", scan, seqs), [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     if (lane_states <= 1)
