@@ -46,17 +46,18 @@ class WeightBytes final : public Backend {
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override {
     counted_matmul(x, w, [&] { inner_.matmul_relu_squared(x, w, out); });
   }
+  // Reads the experts the round's tokens picked and the `always` ones (the shared expert).
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
-                   const Tensor& out) override {
+                   int64_t always, const Tensor& out) override {
     if (counting) {
       std::vector<int32_t> host(size_t(ids.numel()));
       inner_.download(host.data(), ids);
       std::set<int32_t> picked(host.begin(), host.end());
-      bytes += double(picked.size()) * double(up.bytes() + down.bytes()) / double(up.shape[0]);
+      bytes += double(int64_t(picked.size()) + always) * double(up.bytes() + down.bytes()) / double(up.shape[0]);
       experts_picked += double(picked.size());
       moe_layers += 1.0;
     }
-    timed("moe_experts", [&] { inner_.moe_experts(x, ids, weights, up, down, out); });
+    timed("moe_experts", [&] { inner_.moe_experts(x, ids, weights, up, down, always, out); });
   }
   double experts_picked = 0.0, moe_layers = 0.0;
 

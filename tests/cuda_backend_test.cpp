@@ -255,16 +255,16 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
   for (int64_t n : {int64_t(9), int64_t(300)}) {
     std::vector<int32_t> chosen;
     for (int64_t r = 0; r < n; ++r) {
-      chosen.push_back(int32_t(r % experts));
-      chosen.push_back(int32_t((r + 3) % experts));
+      chosen.push_back(int32_t(r % (experts - 1)));  // the last expert is every row's
+      chosen.push_back(int32_t((r + 3) % (experts - 1)));
     }
     Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
     Pair start = random(DType::f32, {n, d});
     OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
     gpu->upload(plain, start.cpu.view().data);
     gpu->upload(from_packed, start.cpu.view().data);
-    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, plain);
-    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, from_packed);
+    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 1, plain);
+    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, 1, from_packed);
     EXPECT_TRUE(same_bits(plain, from_packed)) << "moe_experts, rows " << n;
   }
 }
@@ -513,12 +513,13 @@ TEST_F(CudaVsCpu, MoeRouteAndExperts) {
     gpu->moe_route(logits.gpu, bias.gpu, routing, ids.gpu, weights.gpu);
     expect_equal_ids(ids, "moe_route ids");
     expect_close(weights, "moe_route weights");
+    // The routed experts, then two more that every row takes (a shared expert's pieces).
     for (DType wtype : {DType::f32, DType::bf16}) {
-      Pair x = random(DType::f32, {n, d}), up = random(wtype, {experts, inner, d}),
-           down = random(wtype, {experts, d, inner});
-      Pair out = random(DType::f32, {n, d});  // a shared expert's output, which the routed sum adds to
-      cpu.moe_experts(x.cpu, ids.cpu, weights.cpu, up.cpu, down.cpu, out.cpu);
-      gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, out.gpu);
+      Pair x = random(DType::f32, {n, d}), up = random(wtype, {experts + 2, inner, d}),
+           down = random(wtype, {experts + 2, d, inner});
+      Pair out = output(DType::f32, {n, d});
+      cpu.moe_experts(x.cpu, ids.cpu, weights.cpu, up.cpu, down.cpu, 2, out.cpu);
+      gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 2, out.gpu);
       expect_close(out, "moe_experts");
     }
   }

@@ -150,25 +150,24 @@ Experts make_experts(Backend& backend, DType dtype, std::mt19937& rng) {
   return e;
 }
 
-// A launch of moe_experts: x [n, d], ids and weights [n, k]; returns out [n, d], which starts
-// as `start` (zeros when empty).
+// A launch of moe_experts: x [n, d], ids and weights [n, k], the last `always` experts taken by
+// every row; returns out [n, d], which starts as garbage (the op writes every element).
 std::vector<float> run_experts(Backend& backend, const Experts& e, const std::vector<float>& x,
-                               const std::vector<int32_t>& ids, const std::vector<float>& weights,
-                               std::vector<float> start = {}) {
+                               const std::vector<int32_t>& ids, const std::vector<float>& weights, int64_t always = 0) {
   const int64_t n = int64_t(x.size()) / kDim;
   OwnedTensor tx = to_backend(backend, DType::f32, {n, kDim}, x);
   OwnedTensor tids = to_backend(backend, DType::i32, {n, kTopK}, ids);
   OwnedTensor tweights = to_backend(backend, DType::f32, {n, kTopK}, weights);
-  start.resize(size_t(n * kDim), 0.0f);
-  OwnedTensor out = to_backend(backend, DType::f32, {n, kDim}, start);
-  backend.moe_experts(tx, tids, tweights, e.up_tensor, e.down_tensor, out);
+  OwnedTensor out = to_backend(backend, DType::f32, {n, kDim}, std::vector<float>(size_t(n * kDim), 1e30f));
+  backend.moe_experts(tx, tids, tweights, e.up_tensor, e.down_tensor, always, out);
   return to_host(backend, out);
 }
 
-// n rows of k distinct random experts each, with weights in (0, 1).
-void random_routing(std::mt19937& rng, int64_t n, std::vector<int32_t>& ids, std::vector<float>& weights) {
+// n rows of k distinct random experts each among the first `routed`, with weights in (0, 1).
+void random_routing(std::mt19937& rng, int64_t n, std::vector<int32_t>& ids, std::vector<float>& weights,
+                    int64_t routed = kExperts) {
   std::uniform_real_distribution<float> unit(0.05f, 1.0f);
-  std::vector<int32_t> all(kExperts);
+  std::vector<int32_t> all(size_t(routed), 0);
   std::iota(all.begin(), all.end(), 0);
   ids.clear();
   weights.clear();
@@ -179,21 +178,23 @@ void random_routing(std::mt19937& rng, int64_t n, std::vector<int32_t>& ids, std
   }
 }
 
+// The routed experts of each row, weighted, then the last two experts (a shared expert's
+// pieces) for every row with weight 1.
 TEST_P(MoeOps, ExpertsMatchFloat64Reference) {
+  constexpr int64_t kAlways = 2;
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::mt19937 rng(21);
     Experts e = make_experts(*backend, dtype, rng);
     const int64_t n = 9;
     std::vector<float> x = normal_floats(rng, n * kDim), weights;
     std::vector<int32_t> ids;
-    random_routing(rng, n, ids, weights);
-    // The output starts as a shared expert's would, and the routed sum is added to it.
-    const std::vector<float> start = normal_floats(rng, n * kDim);
-    std::vector<float> got = run_experts(*backend, e, x, ids, weights, start);
+    random_routing(rng, n, ids, weights, kExperts - kAlways);
+    std::vector<float> got = run_experts(*backend, e, x, ids, weights, kAlways);
     for (int64_t r = 0; r < n; ++r) {
       std::vector<double> want(kDim, 0.0);
-      for (int64_t j = 0; j < kTopK; ++j) {
-        const int64_t expert = ids[size_t(r * kTopK + j)];
+      for (int64_t j = 0; j < kTopK + kAlways; ++j) {
+        const int64_t expert = j < kTopK ? ids[size_t(r * kTopK + j)] : kExperts - kAlways + (j - kTopK);
+        const double weight = j < kTopK ? double(weights[size_t(r * kTopK + j)]) : 1.0;
         std::vector<double> hidden(kInner, 0.0);
         for (int64_t i = 0; i < kInner; ++i) {
           for (int64_t c = 0; c < kDim; ++c)
@@ -204,10 +205,9 @@ TEST_P(MoeOps, ExpertsMatchFloat64Reference) {
           double down = 0;
           for (int64_t i = 0; i < kInner; ++i)
             down += double(e.down[size_t((expert * kDim + c) * kInner + i)]) * hidden[size_t(i)];
-          want[size_t(c)] += weights[size_t(r * kTopK + j)] * down;
+          want[size_t(c)] += weight * down;
         }
       }
-      for (int64_t c = 0; c < kDim; ++c) want[size_t(c)] += start[size_t(r * kDim + c)];
       for (int64_t c = 0; c < kDim; ++c)
         EXPECT_NEAR(got[size_t(r * kDim + c)], want[size_t(c)], 1e-4 * (1 + std::abs(want[size_t(c)])))
             << dtype_name(dtype) << " row " << r << " column " << c;
@@ -222,16 +222,17 @@ TEST_P(MoeOps, ExpertsRowIsBitIdenticalWhateverSharesTheLaunch) {
     const std::vector<float> target_x = normal_floats(rng, kDim);
     std::vector<int32_t> target_ids, ids;
     std::vector<float> target_weights, weights;
-    random_routing(rng, 1, target_ids, target_weights);
-    std::vector<float> alone = run_experts(*backend, e, target_x, target_ids, target_weights);
+    // With the last two experts taken by every row, as a shared expert's pieces are.
+    random_routing(rng, 1, target_ids, target_weights, kExperts - 2);
+    std::vector<float> alone = run_experts(*backend, e, target_x, target_ids, target_weights, 2);
     for (int64_t n = 1; n <= 33; ++n) {
       for (int64_t at : {int64_t(0), n / 2, n - 1}) {
         std::vector<float> x = normal_floats(rng, n * kDim);
-        random_routing(rng, n, ids, weights);
+        random_routing(rng, n, ids, weights, kExperts - 2);
         std::copy(target_x.begin(), target_x.end(), x.begin() + at * kDim);
         std::copy(target_ids.begin(), target_ids.end(), ids.begin() + at * kTopK);
         std::copy(target_weights.begin(), target_weights.end(), weights.begin() + at * kTopK);
-        std::vector<float> shared = run_experts(*backend, e, x, ids, weights);
+        std::vector<float> shared = run_experts(*backend, e, x, ids, weights, 2);
         ASSERT_TRUE(same_bits(alone, 0, shared, at * kDim, kDim))
             << dtype_name(dtype) << ": row " << at << " of " << n;
       }

@@ -123,6 +123,15 @@ TEST(NemotronConfig, BadPatternsAndSettingsAreClearErrors) {
     ASSERT_FALSE(model.ok()) << c.key;
     EXPECT_NE(model.error().message.find(c.expect), std::string::npos) << model.error().message;
   }
+  // MoE layers with biases: the routed experts would have biases that moe_experts has no room for.
+  auto moe_config = read_json_file(test_data("nemotron_h_moe") + "/config.json");
+  auto moe_weights = Checkpoint::open(test_data("nemotron_h_moe"));
+  ASSERT_TRUE(moe_config.ok() && moe_weights.ok());
+  nlohmann::json biased = *moe_config;
+  biased["mlp_bias"] = true;
+  auto model = create_model(biased, **moe_weights, *backend, ModelOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("mlp_bias"), std::string::npos) << model.error().message;
 }
 
 TEST(NemotronConfig, CheckpointWithAnMtpHeadLoads) {

@@ -1,5 +1,6 @@
 // upload_concatenated: tensors of different row counts become one tensor of their rows in
 // order (Nemotron's q, k and v projections, read by one matmul), with clear errors.
+// upload_experts: the routed experts, then the shared expert cut into experts of their width.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -71,6 +72,68 @@ TEST_P(WeightUpload, ConcatenatedErrorsNameTheTensor) {
   auto shape = upload_concatenated(weights, *backend, {"q"}, {{2, 2}}, WeightUse::matrix);
   ASSERT_FALSE(shape.ok());
   EXPECT_NE(shape.error().message.find("'q'"), std::string::npos) << shape.error().message;
+}
+
+// Two routed experts of [2, 3] (values 1..12), then a shared expert 5 rows wide: as an up
+// projection [5, 3] it becomes 3 experts of 2 rows (the last half zeros); as a down projection
+// [3, 5] it becomes 3 experts of 2 columns.
+TEST_P(WeightUpload, ExpertsHoldTheRoutedThenTheSharedInPieces) {
+  for (bool stacked : {false, true}) {
+    MemoryWeights weights;
+    std::vector<float> routed(12), shared(15);
+    for (int i = 0; i < 12; ++i) routed[size_t(i)] = float(i + 1);
+    for (int i = 0; i < 15; ++i) shared[size_t(i)] = float(101 + i);
+    if (stacked) {
+      add_f32(weights, "all", {2, 2, 3}, routed);
+    } else {
+      add_f32(weights, "e0", {2, 3}, {routed.begin(), routed.begin() + 6});
+      add_f32(weights, "e1", {2, 3}, {routed.begin() + 6, routed.end()});
+    }
+    add_f32(weights, "up", {5, 3}, shared);
+    add_f32(weights, "down", {3, 5}, shared);
+    ExpertNames names{stacked ? std::vector<std::string>{"all"} : std::vector<std::string>{"e0", "e1"}, stacked, 2,
+                      "up", 5};
+    auto up = upload_experts(weights, *backend, names, {2, 3}, 0, WeightUse::matmul);
+    ASSERT_TRUE(up.ok()) << up.error().message;
+    ASSERT_EQ(up->view().shape[0], 5);
+    std::vector<float> got(30);
+    backend->download(got.data(), up->view());
+    std::vector<float> want = routed;
+    want.insert(want.end(), shared.begin(), shared.end());
+    want.resize(30, 0.0f);
+    EXPECT_EQ(got, want) << "up, stacked " << stacked;
+
+    // Only the routed experts' shape differs for the down projections: [3, 2] pieces of columns.
+    if (stacked) {
+      weights.add("all3", DType::f32, {2, 3, 2}, std::vector<uint8_t>(48, 0));
+      names.routed = {"all3"};
+    } else {
+      weights.add("d0", DType::f32, {3, 2}, std::vector<uint8_t>(24, 0));
+      weights.add("d1", DType::f32, {3, 2}, std::vector<uint8_t>(24, 0));
+      names.routed = {"d0", "d1"};
+    }
+    names.shared = "down";
+    auto down = upload_experts(weights, *backend, names, {3, 2}, 1, WeightUse::matmul);
+    ASSERT_TRUE(down.ok()) << down.error().message;
+    backend->download(got.data(), down->view());
+    want.assign(12, 0.0f);
+    for (int piece = 0; piece < 3; ++piece)
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 2; ++c) want.push_back(piece * 2 + c < 5 ? shared[size_t(r * 5 + piece * 2 + c)] : 0.0f);
+    EXPECT_EQ(got, want) << "down, stacked " << stacked;
+  }
+}
+
+TEST_P(WeightUpload, ExpertsErrorsNameTheTensor) {
+  MemoryWeights weights;
+  add_f32(weights, "e0", {1, 2}, {1, 2});
+  add_bf16(weights, "up", {1, 2}, {0x3f80, 0x4000});
+  auto mixed = upload_experts(weights, *backend, {{"e0"}, false, 1, "up", 1}, {1, 2}, 0, WeightUse::matmul);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.error().message.find("'up' has another dtype"), std::string::npos) << mixed.error().message;
+  auto missing = upload_experts(weights, *backend, {{"e0"}, false, 1, "gone", 1}, {1, 2}, 0, WeightUse::matmul);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("'gone'"), std::string::npos) << missing.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WeightUpload, ::testing::ValuesIn(test_backend_names()), backend_param_name);

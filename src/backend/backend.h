@@ -208,11 +208,13 @@ class Backend {
   // ids i32 [n, k]; weights f32 [n, k].
   virtual void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
                          const Tensor& weights) = 0;
-  // out[r] += sum over ranks j of weights[r][j] * down_e(relu2(up_e(x[r]))), e = ids[r][j]:
-  // the sum taken in rank order, then added to out (a MoE layer's shared expert output, already
-  // there). x, out f32 [n, d]; up f32|bf16 [experts, inner, d]; down f32|bf16 [experts, d, inner].
+  // out[r] = the sum over ranks j of weights[r][j] * E_e(x[r]), e = ids[r][j], then of E_e(x[r])
+  // for each of the last `always` experts (a MoE layer's shared expert, cut into experts of
+  // the routed ones' width), in that order; E_e(x) = down_e(relu2(up_e(x))). ids pick among the
+  // first experts - always. x, out f32 [n, d]; up f32|bf16 [experts, inner, d]; down f32|bf16
+  // [experts, d, inner].
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
-                           const Tensor& down, const Tensor& out) = 0;
+                           const Tensor& down, int64_t always, const Tensor& out) = 0;
 
  protected:
   friend class OwnedTensor;

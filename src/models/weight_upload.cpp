@@ -1,5 +1,7 @@
 #include "models/weight_upload.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace lockstep {
@@ -76,6 +78,75 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
       return make_error("tensor '" + names[i] + "' has another dtype than '" + names[0] + "'");
     upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
     row += shapes[i][0];
+  }
+  return loaded(backend, std::move(tensor), use);
+}
+
+Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,
+                                     const Shape& shape, int cut, WeightUse use) {
+  const int64_t extra = shared_expert_count(names.shared_size, shape[cut]);
+  Shape all;
+  all.rank = shape.rank + 1;
+  all.dims[0] = names.experts + extra;
+  for (int i = 0; i < shape.rank; ++i) all.dims[i + 1] = shape[i];
+  OwnedTensor tensor;
+  // Allocates the stack at the first tensor's dtype; every other must give the same.
+  auto check_dtype = [&](const TensorInfo& info, const std::string& name) -> Status {
+    const DType target = target_dtype(info.dtype, use);
+    if (tensor.empty()) tensor = backend.alloc(target, all);
+    if (target != tensor.view().dtype) return make_error("tensor '" + name + "' has another dtype than the experts'");
+    return Status::success();
+  };
+  auto expert = [&](int64_t e) { return tensor.view().first_dim_slice(e, 1).reshaped(shape); };
+  if (names.stacked) {
+    Shape stacked = all;
+    stacked.dims[0] = names.experts;
+    auto info = weights.get(names.routed.at(0), stacked);
+    if (!info.ok()) return info.error();
+    LOCKSTEP_TRY(check_dtype(*info, names.routed[0]));
+    upload_into(backend, *info, tensor.view().first_dim_slice(0, names.experts));
+  } else {
+    for (int64_t e = 0; e < names.experts; ++e) {
+      auto info = weights.get(names.routed.at(size_t(e)), shape);
+      if (!info.ok()) return info.error();
+      LOCKSTEP_TRY(check_dtype(*info, names.routed[size_t(e)]));
+      upload_into(backend, *info, expert(e));
+    }
+  }
+  // The shared expert, converted as upload_into would, then cut into pieces of `shape`.
+  Shape shared_shape = shape;
+  shared_shape.dims[cut] = names.shared_size;
+  auto info = weights.get(names.shared, shared_shape);
+  if (!info.ok()) return info.error();
+  LOCKSTEP_TRY(check_dtype(*info, names.shared));
+  const DType dtype = tensor.view().dtype;
+  const size_t size = dtype_size(dtype);
+  std::vector<uint8_t> converted;
+  const auto* source = static_cast<const uint8_t*>(info->data);
+  if (info->dtype != dtype) {
+    const int64_t n = shared_shape.numel();
+    converted.resize(size_t(n) * sizeof(float));
+    const auto* words = static_cast<const uint16_t*>(info->data);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = info->dtype == DType::bf16 ? bf16_to_f32(words[i]) : f16_to_f32(words[i]);
+      std::memcpy(converted.data() + i * 4, &v, 4);
+    }
+    source = converted.data();
+  }
+  const int64_t rows = shape[0], cols = shape[1], width = shape[cut];
+  const int64_t shared_cols = shared_shape[1];
+  std::vector<uint8_t> piece(size_t(rows * cols) * size);
+  for (int64_t i = 0; i < extra; ++i) {
+    std::fill(piece.begin(), piece.end(), uint8_t(0));
+    const int64_t first = i * width, count = std::min(width, names.shared_size - first);
+    if (cut == 0) {
+      std::memcpy(piece.data(), source + size_t(first * cols) * size, size_t(count * cols) * size);
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(piece.data() + size_t(r * cols) * size, source + size_t(r * shared_cols + first) * size,
+                    size_t(count) * size);
+    }
+    backend.upload(expert(names.experts + i), piece.data());
   }
   return loaded(backend, std::move(tensor), use);
 }

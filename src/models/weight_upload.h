@@ -33,4 +33,24 @@ enum class WeightUse {
                                                         const std::vector<std::string>& names,
                                                         const std::vector<Shape>& shapes, WeightUse use);
 
+// A MoE layer's up or down projections as one stack [experts + extra, shape...] for
+// Backend::moe_experts: the routed experts (one name each, or with `stacked` one name of all of
+// them), then the shared expert `shared`, whose size along dimension `cut` (0: rows, for up
+// projections; 1: columns, for down projections) is `shared_size`, cut along it into `extra` =
+// ceil(shared_size / shape[cut]) experts of `shape`, zeros past its end (which add exact zeros
+// to the sums: relu2(0) = 0). Every tensor must give the stack's dtype, as in upload_stacked.
+struct ExpertNames {
+  std::vector<std::string> routed;
+  bool stacked = false;
+  int64_t experts = 0;
+  std::string shared;
+  int64_t shared_size = 0;
+};
+[[nodiscard]] Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend,
+                                                   const ExpertNames& names, const Shape& shape, int cut,
+                                                   WeightUse use);
+
+// How many experts a shared expert of `shared_size` makes at the routed experts' `width`.
+inline int64_t shared_expert_count(int64_t shared_size, int64_t width) { return (shared_size + width - 1) / width; }
+
 }  // namespace lockstep

@@ -78,16 +78,19 @@ void CpuBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeRo
 }
 
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
-                             const Tensor& down, const Tensor& out) {
+                             const Tensor& down, int64_t always, const Tensor& out) {
   const int64_t n = x.rows(), d = x.cols(), k = ids.cols();
   const int64_t experts = up.shape[0], inner = up.shape[1];
-  // rows_of_expert[e]: (row, rank) pairs routed to expert e, in row order.
+  const int64_t ranks = k + always;  // a row's slots: its k routed experts, then the `always` ones
+  // routed[e]: the (row, rank) pairs of expert e, in row order.
   std::vector<std::vector<std::pair<int32_t, int32_t>>>& routed = moe_routed_;
   routed.resize(static_cast<size_t>(experts));
   for (auto& pairs : routed) pairs.clear();
-  for (int64_t r = 0; r < n; ++r)
+  for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < k; ++j) routed[size_t(ids.as<int32_t>()[r * k + j])].push_back({int32_t(r), int32_t(j)});
-  moe_slots_.resize(size_t(n * k * d));  // [n, k, d]: each (row, rank) expert output
+    for (int64_t j = 0; j < always; ++j) routed[size_t(experts - always + j)].push_back({int32_t(r), int32_t(k + j)});
+  }
+  moe_slots_.resize(size_t(n * ranks * d));  // [n, ranks, d]: each (row, rank) expert output
   for (int64_t e = 0; e < experts; ++e) {
     const auto& pairs = routed[size_t(e)];
     if (pairs.empty()) continue;
@@ -107,21 +110,19 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
     matmul(hidden, down_e, result);
     for (int64_t i = 0; i < m; ++i) {
       auto [row, rank] = pairs[size_t(i)];
-      std::copy_n(moe_out_.data() + i * d, d, moe_slots_.data() + (int64_t(row) * k + rank) * d);
+      std::copy_n(moe_out_.data() + i * d, d, moe_slots_.data() + (int64_t(row) * ranks + rank) * d);
     }
   }
   pool_.parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> sum(static_cast<size_t>(d));
     for (int64_t r = begin; r < end; ++r) {
-      // The routed sum in rank order, then added to the shared expert's output already in out.
-      std::fill(sum.begin(), sum.end(), 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        const float w = weights.as<float>()[r * k + j];
-        const float* slot = moe_slots_.data() + (r * k + j) * d;
-        for (int64_t i = 0; i < d; ++i) sum[size_t(i)] += w * slot[i];
-      }
+      // The sum in rank order: the routed experts weighted, then the `always` ones.
       float* o = out.as<float>() + r * d;
-      for (int64_t i = 0; i < d; ++i) o[i] += sum[size_t(i)];
+      std::fill(o, o + d, 0.0f);
+      for (int64_t j = 0; j < ranks; ++j) {
+        const float w = j < k ? weights.as<float>()[r * k + j] : 1.0f;
+        const float* slot = moe_slots_.data() + (r * ranks + j) * d;
+        for (int64_t i = 0; i < d; ++i) o[i] += w * slot[i];
+      }
     }
   });
 }

@@ -87,7 +87,7 @@ class CudaBackend final : public Backend {
   void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
                  const Tensor& weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
-                   const Tensor& out) override;
+                   int64_t always, const Tensor& out) override;
 
  protected:
   void release(const Tensor& tensor) override;

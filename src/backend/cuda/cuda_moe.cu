@@ -1,8 +1,9 @@
-// CUDA mixture-of-experts ops. Routing runs one thread per token. The experts: the (row, rank)
-// slots are listed expert by expert, each expert's up and down matmuls run over its slots in
-// one grouped launch (reading only the experts some token chose), and each row then sums its
-// experts' outputs in its own rank order and adds the sum to out. The matmul is row-invariant,
-// so a row's result does not depend on who else chose its experts.
+// CUDA mixture-of-experts ops. Routing runs one thread per token. The experts: the (row,
+// expert) slots are listed expert by expert, each expert's up and down matmuls run over its
+// slots in one grouped launch (reading only the experts some token chose, and in rounds the
+// `always` ones: the shared expert), and each row then sums its experts' outputs in its own
+// rank order. The matmul is row-invariant, so a row's result does not depend on who else chose
+// its experts, nor on whether an always expert ran grouped or plain.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
@@ -17,6 +18,8 @@ namespace {
 
 constexpr int kMaxExperts = 512;
 constexpr int kMaxGroups = 64;
+// moe_experts: the always experts join the grouped launches in rounds of up to this many rows.
+constexpr int64_t kGroupedAlwaysRows = 8;
 
 // Indices of the k largest of values[0..n), best first, ties to the lower index.
 __device__ void top_indices(const float* values, int n, int k, int32_t* out) {
@@ -154,22 +157,34 @@ __device__ int32_t block_exclusive_sum(int32_t v, int32_t* warp_sums, int32_t& t
   return before + inclusive - v;
 }
 
-// Lists the slots (row * k + rank) expert by expert: segments[e] .. segments[e + 1] are expert
-// e's entries; slot_of[i] and row_of[i] the slot and token row of entry i. Within an expert the
+// A launch's slots, one per (row, expert) product: the routed ones first, slot row * k + rank;
+// then those of the last `always` experts (which every row takes), slot n * k + j * n + row for
+// the j-th of them.
+struct Slots {
+  int64_t n;
+  int k, always, experts;
+  __device__ int32_t expert(const int32_t* ids, int64_t slot) const {
+    return slot < n * k ? ids[slot] : int32_t(experts - always + (slot - n * k) / n);
+  }
+  __device__ int32_t row(int64_t slot) const { return int32_t(slot < n * k ? slot / k : (slot - n * k) % n); }
+};
+
+// Lists slots [0, listed) expert by expert: segments[e] .. segments[e + 1] are expert e's
+// entries; slot_of[i] and row_of[i] the slot and token row of entry i. Within an expert the
 // entries are in whatever order the atomics give: each entry's matmul row is computed from its
 // own x row alone (row-invariant), so the order changes no bit of any result. active[0 ..)
 // lists the experts with entries in expert order, then -1 up to `launched` entries, so the
 // expert matmuls launch one block row per possible expert rather than per expert. One block of
 // kMaxExperts threads: counts by shared atomics, then prefix sums, then placement.
 __global__ void __launch_bounds__(kMaxExperts)
-    moe_list_kernel(const int32_t* ids, int64_t slots, int k, int experts, int launched, int32_t* segments,
-                    int32_t* active, int32_t* slot_of, int32_t* row_of) {
+    moe_list_kernel(const int32_t* ids, Slots slots, int64_t listed, int launched, int32_t* segments, int32_t* active,
+                    int32_t* slot_of, int32_t* row_of) {
   cuda::start_kernel();
   __shared__ int32_t counts[kMaxExperts], cursor[kMaxExperts], warp_sums[kMaxExperts / 32];
-  const int e = threadIdx.x;
+  const int e = threadIdx.x, experts = slots.experts;
   counts[e] = 0;
   __syncthreads();
-  for (int64_t s = threadIdx.x; s < slots; s += kMaxExperts) atomicAdd(&counts[ids[s]], 1);
+  for (int64_t s = threadIdx.x; s < listed; s += kMaxExperts) atomicAdd(&counts[slots.expert(ids, s)], 1);
   __syncthreads();
   const int32_t count = e < experts ? counts[e] : 0;
   int32_t total = 0, used = 0;
@@ -180,22 +195,25 @@ __global__ void __launch_bounds__(kMaxExperts)
   if (count > 0 && rank < launched) active[rank] = e;
   for (int i = used + e; i < launched; i += kMaxExperts) active[i] = -1;
   __syncthreads();
-  for (int64_t s = threadIdx.x; s < slots; s += kMaxExperts) {
-    const int32_t at = atomicAdd(&cursor[ids[s]], 1);
+  for (int64_t s = threadIdx.x; s < listed; s += kMaxExperts) {
+    const int32_t at = atomicAdd(&cursor[slots.expert(ids, s)], 1);
     slot_of[at] = int32_t(s);
-    row_of[at] = int32_t(s / k);
+    row_of[at] = slots.row(s);
   }
 }
 
-// out[r][i] += the sum over ranks j, in order, of weights[r][j] * slots[r * k + j][i].
-__global__ void moe_combine_kernel(const float* slots, const float* weights, int64_t n, int64_t d, int k, float* out) {
+// out[r][i] = the sum over r's routed slots, in rank order, of weights[r][j] * results[slot][i],
+// then over the always experts' slots in order.
+__global__ void moe_combine_kernel(const float* results, const float* weights, Slots slots, int64_t d, float* out) {
   cuda::start_kernel();
+  const int64_t n = slots.n, k = slots.k;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   const int64_t r = i / d, c = i % d;
   float acc = 0.0f;
-  for (int j = 0; j < k; ++j) acc += weights[r * k + j] * slots[(r * k + j) * d + c];
-  out[i] += acc;
+  for (int64_t j = 0; j < k; ++j) acc += weights[r * k + j] * results[(r * k + j) * d + c];
+  for (int64_t j = 0; j < slots.always; ++j) acc += results[(n * k + j * n + r) * d + c];
+  out[i] = acc;
 }
 
 }  // namespace
@@ -228,43 +246,53 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
 }
 
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
-                              const Tensor& down, const Tensor& out) {
+                              const Tensor& down, int64_t always, const Tensor& out) {
   const int64_t n = x.rows(), d = x.cols(), k = ids.cols();
   const int64_t experts = up.shape[0], inner = up.shape[1];
   cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
+  cuda::require(always >= 0 && always < experts, "moe_experts: `always` not in 0..experts - 1");
   if (n == 0) return;
-  const int64_t slots = n * k;
-  // At most n * k experts have entries: the launches cover that many, not every expert.
-  const int64_t launched = std::min(experts, slots);
+  const Slots slot_info{n, int(k), int(always), int(experts)};
+  const int64_t slots = n * (k + always);
+  // In rounds of up to kGroupedAlwaysRows rows the always experts join the grouped launches
+  // (two launches fewer a layer); with more rows a group's rows would be one block row's work,
+  // so they run as plain matmuls over all rows, as a shared expert would. The bits are the
+  // same either way: the matmul is row-invariant.
+  const bool grouped_always = n <= kGroupedAlwaysRows;
+  const int64_t listed = grouped_always ? slots : n * k;
+  // At most `listed` experts have entries: the launches cover that many, not every expert.
+  const int64_t launched = std::min(experts, listed);
   auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1 + launched) * 4));
   int32_t* active = segments + experts + 1;
-  auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(slots) * 4));
-  auto* row_of = static_cast<int32_t*>(scratch(2, size_t(slots) * 4));
-  auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));  // [slots, inner], list order
-  auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));     // [slots, d], slot order
+  auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(listed) * 4));
+  auto* row_of = static_cast<int32_t*>(scratch(2, size_t(listed) * 4));
+  // [slots, inner]: the listed entries in list order, then (plain) the always experts' rows
+  auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));
+  auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));  // [slots, d], slot order
   const size_t split_bytes = std::max(cuda::matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
                                       cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slots, inner));
   void* workspace = split_bytes ? scratch(kMatmulScratch, split_bytes) : nullptr;
   const int32_t* id = ptr<int32_t>(ids);
   const float *in = ptr<float>(x), *weight = ptr<float>(weights);
   float* result = ptr<float>(out);
-  const void *up_w = up.data, *down_w = down.data;
+  const auto *up_w = static_cast<const uint8_t*>(up.data), *down_w = static_cast<const uint8_t*>(down.data);
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
+  const size_t up_bytes = up.bytes() / size_t(experts), down_bytes = down.bytes() / size_t(experts);
   const bool up_packed = packed(up), down_packed = packed(down);
   const uint64_t key =
-      cuda::launch_key("moe_experts", x, ids, weights, up, down, out, segments, slot_of, row_of, hidden, results,
-                       workspace, up_packed, down_packed);
+      cuda::launch_key("moe_experts", x, ids, weights, up, down, always, out, segments, slot_of, row_of, hidden,
+                       results, workspace, up_packed, down_packed);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slots, int(k), int(experts), int(launched), segments,
-                 active, slot_of, row_of);
+    cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slot_info, listed, int(launched), segments, active,
+                 slot_of, row_of);
     cuda::MatmulRows rows;
-    rows.n = slots;
+    rows.n = listed;
     rows.segments = segments;
     rows.group_ids = active;
     rows.groups = launched;
     rows.group_stride = inner * d;
-    rows.max_group_rows = n;  // a token picks an expert once
+    rows.max_group_rows = n;  // a token takes an expert once
     rows.x_rows = n;
     rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
     rows.relu_squared = true;
@@ -273,11 +301,25 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     rows.relu_squared = false;
     rows.packed = down_packed;
     rows.group_stride = d * inner;
-    rows.x_rows = slots;
+    rows.x_rows = listed;
     rows.in_rows = nullptr;  // down: list order in, slots out
     rows.out_rows = slot_of;
     cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, stream);
-    cuda::launch(moe_combine_kernel, cuda::blocks_for(n * d, 256), 256, 0, stream, results, weight, n, d, int(k),
+    for (int64_t j = 0; !grouped_always && j < always; ++j) {
+      const int64_t first = n * k + j * n;  // the j-th always expert's slots
+      const int64_t e = experts - always + j;
+      cuda::MatmulRows plain;
+      plain.n = plain.x_rows = n;
+      plain.relu_squared = true;
+      plain.packed = up_packed;
+      cuda::launch_matmul(in, up_w + size_t(e) * up_bytes, up_bf16, hidden + first * inner, d, inner, plain, workspace,
+                          stream);
+      plain.relu_squared = false;
+      plain.packed = down_packed;
+      cuda::launch_matmul(hidden + first * inner, down_w + size_t(e) * down_bytes, down_bf16, results + first * d,
+                          inner, d, plain, workspace, stream);
+    }
+    cuda::launch(moe_combine_kernel, cuda::blocks_for(n * d, 256), 256, 0, stream, results, weight, slot_info, d,
                  result);
   });
 }

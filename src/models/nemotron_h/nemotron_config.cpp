@@ -120,6 +120,7 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
   if (has_moe && (c.top_k > c.experts || c.expert_groups < 1 || c.experts % c.expert_groups != 0 ||
                   c.topk_groups > c.expert_groups || c.top_k > c.topk_groups * (c.experts / c.expert_groups)))
     return make_error("MoE settings disagree: num_experts_per_tok, n_routed_experts, n_group, topk_group");
+  if (has_moe && c.mlp_bias) return make_error("mlp_bias with MoE layers is not supported (the experts' biases)");
   return c;
 }
 

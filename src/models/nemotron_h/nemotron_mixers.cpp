@@ -88,8 +88,8 @@ void NemotronModel::mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& ou
   if (!mlp.down_bias.empty()) backend_.add_bias(out, mlp.down_bias);
 }
 
-// MoE: out = the shared expert's output, then the router's top_k experts per row, weighted,
-// added to it (one op).
+// MoE: out = the router's top_k experts per row, weighted, then the shared expert (which the
+// loader made the last `moe.shared` experts), in one op.
 void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   const NemotronConfig& c = config_;
   Tensor h = rows_of(h_, n);                      // [n, hidden]
@@ -100,8 +100,7 @@ void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   backend_.matmul(h, moe.router, logits);
   MoeRouting routing{c.expert_groups, c.topk_groups, c.norm_topk, float(c.routed_scale)};
   backend_.moe_route(logits, moe.correction_bias, routing, ids, weights);
-  mlp_mixer(moe.shared, n, out);
-  backend_.moe_experts(h, ids, weights, moe.up, moe.down, out);
+  backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared, out);
 }
 
 }  // namespace lockstep::nemotron_h

@@ -100,26 +100,28 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       MoeWeights& moe = layer.moe;
       load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::matmul);
       load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
-      std::vector<std::string> ups, downs;
-      for (int64_t e = 0; e < c.experts; ++e) {
-        ups.push_back(p + "mixer.experts." + std::to_string(e) + ".up_proj.weight");
-        downs.push_back(p + "mixer.experts." + std::to_string(e) + ".down_proj.weight");
-      }
       // Checkpoints hold one tensor per expert, or (as transformers 5 may save them) one
-      // stacked tensor for all experts.
-      const bool stacked = !weights.has(ups[0]) && weights.has(p + "mixer.experts.up_proj");
-      if (status.ok() && stacked) {
-        load(moe.up, "mixer.experts.up_proj", {c.experts, c.expert_inner, c.hidden}, WeightUse::matmul);
-        load(moe.down, "mixer.experts.down_proj", {c.experts, c.hidden, c.expert_inner}, WeightUse::matmul);
-      } else if (status.ok()) {
-        auto up = upload_stacked(weights, backend_, ups, {c.expert_inner, c.hidden}, WeightUse::matmul);
-        auto down = upload_stacked(weights, backend_, downs, {c.hidden, c.expert_inner}, WeightUse::matmul);
-        if (!up.ok()) return up.error();
-        if (!down.ok()) return down.error();
-        moe.up = std::move(*up);
-        moe.down = std::move(*down);
+      // stacked tensor for all experts. The shared expert joins them as the last experts, so
+      // one grouped launch runs it with the routed ones.
+      ExpertNames ups{{}, false, c.experts, p + "mixer.shared_experts.up_proj.weight", c.shared_inner};
+      ExpertNames downs{{}, false, c.experts, p + "mixer.shared_experts.down_proj.weight", c.shared_inner};
+      for (int64_t e = 0; e < c.experts; ++e) {
+        ups.routed.push_back(p + "mixer.experts." + std::to_string(e) + ".up_proj.weight");
+        downs.routed.push_back(p + "mixer.experts." + std::to_string(e) + ".down_proj.weight");
       }
-      load_mlp(moe.shared, "mixer.shared_experts.", c.shared_inner);
+      if (!weights.has(ups.routed[0]) && weights.has(p + "mixer.experts.up_proj")) {
+        ups.routed = {p + "mixer.experts.up_proj"};
+        downs.routed = {p + "mixer.experts.down_proj"};
+        ups.stacked = downs.stacked = true;
+      }
+      if (!status.ok()) return status;
+      auto up = upload_experts(weights, backend_, ups, {c.expert_inner, c.hidden}, 0, WeightUse::matmul);
+      if (!up.ok()) return up.error();
+      auto down = upload_experts(weights, backend_, downs, {c.hidden, c.expert_inner}, 1, WeightUse::matmul);
+      if (!down.ok()) return down.error();
+      moe.up = std::move(*up);
+      moe.down = std::move(*down);
+      moe.shared = shared_expert_count(c.shared_inner, c.expert_inner);
       break;
     }
   }
@@ -144,8 +146,8 @@ void NemotronModel::allocate(const ModelOptions& options) {
       case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wqkv) + bytes(a.wo); break;
       case LayerKind::mlp: info_.decode_weight_bytes += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
       case LayerKind::moe:
-        info_.decode_weight_bytes += bytes(moe.router) + bytes(moe.shared.up) + bytes(moe.shared.down) +
-                                     (bytes(moe.up) + bytes(moe.down)) / c.experts * c.top_k;
+        info_.decode_weight_bytes +=
+            bytes(moe.router) + (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared) * (c.top_k + moe.shared);
         break;
     }
   }
@@ -184,7 +186,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
     k_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
     v_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
   }
-  int64_t inner = std::max({c.intermediate, c.shared_inner, int64_t(1)});
+  int64_t inner = std::max(c.intermediate, int64_t(1));
   inner_ = backend_.alloc(DType::f32, {rows, inner});
   if (c.count(LayerKind::moe) > 0) {
     router_logits_ = backend_.alloc(DType::f32, {rows, c.experts});

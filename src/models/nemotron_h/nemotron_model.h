@@ -42,8 +42,10 @@ struct MlpWeights {
 struct MoeWeights {
   OwnedTensor router;           // [experts, hidden], f32 or bf16 as stored
   OwnedTensor correction_bias;  // [experts]
-  OwnedTensor up, down;         // [experts, inner, hidden], [experts, hidden, inner]
-  MlpWeights shared;            // the shared expert
+  // [experts + shared, inner, hidden], [experts + shared, hidden, inner]: the routed experts,
+  // then the shared expert cut into `shared` experts of the same width (upload_experts).
+  OwnedTensor up, down;
+  int64_t shared = 0;
 };
 
 struct NemotronLayer {
