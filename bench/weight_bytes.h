@@ -1,6 +1,7 @@
 // A backend that forwards every op to another and, while counting, adds up the weight bytes
 // the ops read: each matmul's weight, the embedding rows, and for MoE only the experts some
-// row of the pass picked (it reads the ids back, so count in an untimed run). This is the
+// row of the pass picked, and the shared expert's (it reads the ids back, so count in an
+// untimed run). This is the
 // "bytes a round must read" of a bandwidth bound, counted rather than assumed.
 //
 // While profiling it also waits for the device after every op and adds the op's time to a

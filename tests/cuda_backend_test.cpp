@@ -252,17 +252,15 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
   const int64_t experts = 8, top = 2, d = 64, inner = 96;
   Pair up = random(DType::bf16, {experts, inner, d}), down = random(DType::bf16, {experts, d, inner});
   OwnedTensor up_packed = prepared_copy(up), down_packed = prepared_copy(down);
-  for (int64_t n : {int64_t(9), int64_t(300)}) {
+  // The last expert is every row's: in the grouped launches at 1 row, plain ones at 9 and 300.
+  for (int64_t n : {int64_t(1), int64_t(9), int64_t(300)}) {
     std::vector<int32_t> chosen;
     for (int64_t r = 0; r < n; ++r) {
-      chosen.push_back(int32_t(r % (experts - 1)));  // the last expert is every row's
+      chosen.push_back(int32_t(r % (experts - 1)));
       chosen.push_back(int32_t((r + 3) % (experts - 1)));
     }
     Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
-    Pair start = random(DType::f32, {n, d});
     OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
-    gpu->upload(plain, start.cpu.view().data);
-    gpu->upload(from_packed, start.cpu.view().data);
     gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 1, plain);
     gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, 1, from_packed);
     EXPECT_TRUE(same_bits(plain, from_packed)) << "moe_experts, rows " << n;
@@ -438,14 +436,15 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
 
 TEST_F(CudaVsCpu, SsdChunkedScan) {
   // The SSD form against the CPU's, both cutting at multiples of the chunk: a fresh sequence of
-  // 300 rows (pieces 128, 128, 44), one at position 100 of 200 rows (28, 128, 44), one at 127
-  // of 3 (a one-row piece, then two), a one-row sequence and a fresh one of 2 rows. Two shapes:
-  // the 30B model's state size and chunk with columns that do not fill the last block, and a
-  // state size short of a multiple of 32 with a chunk short of one of the kernel's tiles.
+  // 300 rows, one at position 100 of 200 rows, one at 127 of 3, a one-row sequence and a fresh
+  // one of 2 rows. At chunk 128 the pieces are 128, 128, 44; 28, 128, 44; and a one-row piece
+  // then two. Three shapes: the 30B model's state size and chunk with columns that do not fill
+  // the last block; a state size short of a multiple of 32 with a chunk short of one of the
+  // kernel's tiles; and the largest the kernel takes (state 256, chunk 256).
   struct Shape4 {
     int64_t heads, head_dim, groups, state_size, chunk;
   };
-  for (Shape4 shape : {Shape4{4, 80, 2, 128, 128}, Shape4{4, 16, 2, 40, 20}}) {
+  for (Shape4 shape : {Shape4{4, 80, 2, 128, 128}, Shape4{4, 16, 2, 40, 20}, Shape4{2, 24, 1, 256, 256}}) {
     SCOPED_TRACE("head_dim " + std::to_string(shape.head_dim) + ", chunk " + std::to_string(shape.chunk));
     const int64_t heads = shape.heads, head_dim = shape.head_dim, groups = shape.groups, states = shape.state_size;
     const int64_t slots = 6, n = 300 + 200 + 3 + 1 + 2;

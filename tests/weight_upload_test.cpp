@@ -124,6 +124,25 @@ TEST_P(WeightUpload, ExpertsHoldTheRoutedThenTheSharedInPieces) {
   }
 }
 
+// f16 checkpoints become f32 (as upload_weight makes them), the shared expert's pieces too.
+TEST_P(WeightUpload, F16ExpertsBecomeF32) {
+  MemoryWeights weights;
+  auto add_f16 = [&](const std::string& name, Shape shape, const std::vector<uint16_t>& words) {
+    std::vector<uint8_t> bytes(words.size() * 2);
+    std::memcpy(bytes.data(), words.data(), bytes.size());
+    weights.add(name, DType::f16, shape, std::move(bytes));
+  };
+  add_f16("e0", {1, 2}, {0x3c00, 0x4000});          // 1, 2
+  add_f16("up", {3, 2}, {0x4200, 0x4400, 0x4500,    // 3, 4, 5
+                         0x4600, 0x4700, 0x4800});  // 6, 7, 8
+  auto up = upload_experts(weights, *backend, {{"e0"}, false, 1, "up", 3}, {1, 2}, 0, WeightUse::matmul);
+  ASSERT_TRUE(up.ok()) << up.error().message;
+  EXPECT_EQ(up->view().dtype, DType::f32);
+  std::vector<float> got(8);
+  backend->download(got.data(), up->view());
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
 TEST_P(WeightUpload, ExpertsErrorsNameTheTensor) {
   MemoryWeights weights;
   add_f32(weights, "e0", {1, 2}, {1, 2});

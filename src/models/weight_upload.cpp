@@ -43,25 +43,6 @@ Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backen
   return loaded(backend, std::move(tensor), use);
 }
 
-Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backend,
-                                     const std::vector<std::string>& names, const Shape& shape, WeightUse use) {
-  Shape stacked;
-  stacked.rank = shape.rank + 1;
-  stacked.dims[0] = int64_t(names.size());
-  for (int i = 0; i < shape.rank; ++i) stacked.dims[i + 1] = shape[i];
-  OwnedTensor tensor;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto info = weights.get(names[i], shape);
-    if (!info.ok()) return info.error();
-    DType target = target_dtype(info->dtype, use);
-    if (i == 0) tensor = backend.alloc(target, stacked);
-    if (target != tensor.view().dtype)
-      return make_error("tensor '" + names[i] + "' has another dtype than '" + names[0] + "'");
-    upload_into(backend, *info, tensor.view().first_dim_slice(int64_t(i), 1).reshaped(shape));
-  }
-  return loaded(backend, std::move(tensor), use);
-}
-
 Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
                                           const std::vector<std::string>& names, const std::vector<Shape>& shapes,
                                           WeightUse use) {

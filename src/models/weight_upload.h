@@ -20,15 +20,9 @@ enum class WeightUse {
 [[nodiscard]] Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,
                                                   const Shape& shape, WeightUse use);
 
-// Uploads same-shaped tensors `names` as one stacked tensor [names.size(), shape...] (MoE
-// experts). The stored dtype of the first decides the stack's, as in upload_weight.
-[[nodiscard]] Expected<OwnedTensor> upload_stacked(const WeightSource& weights, Backend& backend,
-                                                   const std::vector<std::string>& names, const Shape& shape,
-                                                   WeightUse use);
-
 // Uploads tensors `names`, each [rows, shape's columns...] with its own row count, as one tensor
 // of their rows in order (a layer's q, k and v projections, read by one matmul). The stored
-// dtype of the first decides, as in upload_stacked.
+// dtype of the first decides.
 [[nodiscard]] Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
                                                         const std::vector<std::string>& names,
                                                         const std::vector<Shape>& shapes, WeightUse use);
@@ -38,7 +32,7 @@ enum class WeightUse {
 // them), then the shared expert `shared`, whose size along dimension `cut` (0: rows, for up
 // projections; 1: columns, for down projections) is `shared_size`, cut along it into `extra` =
 // ceil(shared_size / shape[cut]) experts of `shape`, zeros past its end (which add exact zeros
-// to the sums: relu2(0) = 0). Every tensor must give the stack's dtype, as in upload_stacked.
+// to the sums: relu2(0) = 0). Every tensor must give the stack's dtype.
 struct ExpertNames {
   std::vector<std::string> routed;
   bool stacked = false;

@@ -230,12 +230,13 @@ void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
              scan.b.shape[1],        scan.b.shape[2]};
   cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256,
                 "ssm_scan: head_dim over 256 or state over 256");
-  cuda::require(scan.chunk_size >= 1 && scan.chunk_size <= cuda::kMaxSsdChunk, "ssm_scan: chunk_size not in 1..256");
   if (n_seqs == 0) return;
   const Seqs rows = seqs_of(seqs);
   // A pass's runs of rows are never empty, so as many rows as sequences is a round: one row
   // each, which the SSD kernel would also run by scan_row. Anything longer goes to it.
   if (scan.x.shape[0] != n_seqs) {
+    cuda::require(scan.chunk_size >= 1 && scan.chunk_size <= cuda::kMaxSsdChunk,
+                  "ssm_scan: the GPU's SSD kernel takes chunk sizes of 1 to 256");
     const int64_t chunk = scan.chunk_size;
     enqueue(cuda::launch_key("ssd_scan", scan, seqs),
             [=](void* s) { cuda::launch_ssd_scan(a, rows, n_seqs, chunk, static_cast<cudaStream_t>(s)); });

@@ -253,24 +253,24 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   cuda::require(always >= 0 && always < experts, "moe_experts: `always` not in 0..experts - 1");
   if (n == 0) return;
   const Slots slot_info{n, int(k), int(always), int(experts)};
-  const int64_t slots = n * (k + always);
+  const int64_t slot_count = n * (k + always);
   // In rounds of up to kGroupedAlwaysRows rows the always experts join the grouped launches
   // (two launches fewer a layer); with more rows a group's rows would be one block row's work,
   // so they run as plain matmuls over all rows, as a shared expert would. The bits are the
   // same either way: the matmul is row-invariant.
   const bool grouped_always = n <= kGroupedAlwaysRows;
-  const int64_t listed = grouped_always ? slots : n * k;
+  const int64_t listed = grouped_always ? slot_count : n * k;
   // At most `listed` experts have entries: the launches cover that many, not every expert.
   const int64_t launched = std::min(experts, listed);
   auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1 + launched) * 4));
   int32_t* active = segments + experts + 1;
   auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(listed) * 4));
   auto* row_of = static_cast<int32_t*>(scratch(2, size_t(listed) * 4));
-  // [slots, inner]: the listed entries in list order, then (plain) the always experts' rows
-  auto* hidden = static_cast<float*>(scratch(3, size_t(slots * inner) * 4));
-  auto* results = static_cast<float*>(scratch(4, size_t(slots * d) * 4));  // [slots, d], slot order
+  // [slot_count, inner]: the listed entries in list order, then (plain) the always experts' rows
+  auto* hidden = static_cast<float*>(scratch(3, size_t(slot_count * inner) * 4));
+  auto* results = static_cast<float*>(scratch(4, size_t(slot_count * d) * 4));  // [slot_count, d], by slot
   const size_t split_bytes = std::max(cuda::matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
-                                      cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slots, inner));
+                                      cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slot_count, inner));
   void* workspace = split_bytes ? scratch(kMatmulScratch, split_bytes) : nullptr;
   const int32_t* id = ptr<int32_t>(ids);
   const float *in = ptr<float>(x), *weight = ptr<float>(weights);

@@ -89,7 +89,7 @@ void NemotronModel::mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& ou
 }
 
 // MoE: out = the router's top_k experts per row, weighted, then the shared expert (which the
-// loader made the last `moe.shared` experts), in one op.
+// loader made the last `moe.shared_experts` experts), in one op.
 void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   const NemotronConfig& c = config_;
   Tensor h = rows_of(h_, n);                      // [n, hidden]
@@ -100,7 +100,7 @@ void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   backend_.matmul(h, moe.router, logits);
   MoeRouting routing{c.expert_groups, c.topk_groups, c.norm_topk, float(c.routed_scale)};
   backend_.moe_route(logits, moe.correction_bias, routing, ids, weights);
-  backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared, out);
+  backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared_experts, out);
 }
 
 }  // namespace lockstep::nemotron_h

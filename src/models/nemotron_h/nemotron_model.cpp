@@ -121,7 +121,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       if (!down.ok()) return down.error();
       moe.up = std::move(*up);
       moe.down = std::move(*down);
-      moe.shared = shared_expert_count(c.shared_inner, c.expert_inner);
+      moe.shared_experts = shared_expert_count(c.shared_inner, c.expert_inner);
       break;
     }
   }
@@ -147,7 +147,8 @@ void NemotronModel::allocate(const ModelOptions& options) {
       case LayerKind::mlp: info_.decode_weight_bytes += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
       case LayerKind::moe:
         info_.decode_weight_bytes +=
-            bytes(moe.router) + (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared) * (c.top_k + moe.shared);
+            bytes(moe.router) +
+            (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared_experts) * (c.top_k + moe.shared_experts);
         break;
     }
   }

@@ -43,9 +43,9 @@ struct MoeWeights {
   OwnedTensor router;           // [experts, hidden], f32 or bf16 as stored
   OwnedTensor correction_bias;  // [experts]
   // [experts + shared, inner, hidden], [experts + shared, hidden, inner]: the routed experts,
-  // then the shared expert cut into `shared` experts of the same width (upload_experts).
+  // then the shared expert cut into `shared_experts` experts of the same width (upload_experts).
   OwnedTensor up, down;
-  int64_t shared = 0;
+  int64_t shared_experts = 0;
 };
 
 struct NemotronLayer {
