@@ -18,18 +18,20 @@ Expected<OwnedTensor> loaded(Backend& backend, OwnedTensor tensor, WeightUse use
   return tensor;
 }
 
-// Copies `info` into `dst` (backend memory of dst.dtype), converting 16-bit floats to f32.
-void upload_into(Backend& backend, const TensorInfo& info, const Tensor& dst) {
-  if (info.dtype == dst.dtype) {
-    backend.upload(dst, info.data);
-    return;
-  }
+// The values of a tensor of 16-bit floats (bf16 or f16) as f32.
+std::vector<float> to_f32(const TensorInfo& info) {
   const int64_t n = info.shape.numel();
   std::vector<float> converted(static_cast<size_t>(n));
   const auto* words = static_cast<const uint16_t*>(info.data);
   for (int64_t i = 0; i < n; ++i)
     converted[size_t(i)] = info.dtype == DType::bf16 ? bf16_to_f32(words[i]) : f16_to_f32(words[i]);
-  backend.upload(dst, converted.data());
+  return converted;
+}
+
+// Copies `info` into `dst` (backend memory of dst.dtype), converting 16-bit floats to f32.
+void upload_into(Backend& backend, const TensorInfo& info, const Tensor& dst) {
+  if (info.dtype == dst.dtype) backend.upload(dst, info.data);
+  else backend.upload(dst, to_f32(info).data());
 }
 
 }  // namespace
@@ -102,18 +104,9 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   LOCKSTEP_TRY(check_dtype(*info, names.shared));
   const DType dtype = tensor.view().dtype;
   const size_t size = dtype_size(dtype);
-  std::vector<uint8_t> converted;
-  const auto* source = static_cast<const uint8_t*>(info->data);
-  if (info->dtype != dtype) {
-    const int64_t n = shared_shape.numel();
-    converted.resize(size_t(n) * sizeof(float));
-    const auto* words = static_cast<const uint16_t*>(info->data);
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = info->dtype == DType::bf16 ? bf16_to_f32(words[i]) : f16_to_f32(words[i]);
-      std::memcpy(converted.data() + i * 4, &v, 4);
-    }
-    source = converted.data();
-  }
+  std::vector<float> converted;
+  if (info->dtype != dtype) converted = to_f32(*info);
+  const auto* source = static_cast<const uint8_t*>(converted.empty() ? info->data : converted.data());
   const int64_t rows = shape[0], cols = shape[1], width = shape[cut];
   const int64_t shared_cols = shared_shape[1];
   std::vector<uint8_t> piece(size_t(rows * cols) * size);

@@ -42,8 +42,8 @@ struct MlpWeights {
 struct MoeWeights {
   OwnedTensor router;           // [experts, hidden], f32 or bf16 as stored
   OwnedTensor correction_bias;  // [experts]
-  // [experts + shared, inner, hidden], [experts + shared, hidden, inner]: the routed experts,
-  // then the shared expert cut into `shared_experts` experts of the same width (upload_experts).
+  // [experts + shared_experts, inner, hidden] and [experts + shared_experts, hidden, inner]:
+  // the routed experts, then the shared expert cut into experts of their width (upload_experts).
   OwnedTensor up, down;
   int64_t shared_experts = 0;
 };
