@@ -50,15 +50,21 @@ class WeightBytes final : public Backend {
   // Reads the experts the round's tokens picked and the `always` ones (the shared expert).
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
                    int64_t always, const Tensor& out) override {
-    if (counting) {
-      std::vector<int32_t> host(size_t(ids.numel()));
-      inner_.download(host.data(), ids);
-      std::set<int32_t> picked(host.begin(), host.end());
-      bytes += double(int64_t(picked.size()) + always) * double(up.bytes() + down.bytes()) / double(up.shape[0]);
-      experts_picked += double(picked.size());
-      moe_layers += 1.0;
-    }
+    if (counting) count_experts(ids, up, down, always);
     timed("moe_experts", [&] { inner_.moe_experts(x, ids, weights, up, down, always, out); });
+  }
+  void moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& up,
+           const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights, const Tensor& out) override {
+    timed("moe", [&] { inner_.moe(x, logits, bias, routing, up, down, always, ids, weights, out); });
+    if (counting) count_experts(ids, up, down, always);  // the ids the op wrote
+  }
+  void count_experts(const Tensor& ids, const Tensor& up, const Tensor& down, int64_t always) {
+    std::vector<int32_t> host(size_t(ids.numel()));
+    inner_.download(host.data(), ids);
+    std::set<int32_t> picked(host.begin(), host.end());
+    bytes += double(int64_t(picked.size()) + always) * double(up.bytes() + down.bytes()) / double(up.shape[0]);
+    experts_picked += double(picked.size());
+    moe_layers += 1.0;
   }
   double experts_picked = 0.0, moe_layers = 0.0;
 

@@ -98,6 +98,11 @@ class CudaVsCpu : public ::testing::Test {
     }
     EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tolerance) << what;
   }
+  // Two GPU tensors hold the same bits (f32 or i32).
+  bool same_on_gpu(const Tensor& a, const Tensor& b) {
+    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
+    return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
+  }
   void expect_equal_ids(const Pair& p, const char* what) {
     std::vector<int32_t> want(size_t(p.cpu.view().numel())), got(want.size());
     cpu.download(want.data(), p.cpu);
@@ -227,10 +232,6 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
     gpu->prepare_matmul_weight(copy);
     return copy;
   };
-  auto same_bits = [&](const Tensor& a, const Tensor& b) {
-    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
-    return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
-  };
   for (auto [m, k] : {std::pair<int64_t, int64_t>{48, 96}, {40, 96}, {48, 80}, {64, 2688}}) {
     Pair w = random(DType::bf16, {m, k});
     OwnedTensor packed = prepared_copy(w);
@@ -245,7 +246,7 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
           gpu->matmul(x.gpu, w.gpu, plain);
           gpu->matmul(x.gpu, packed, from_packed);
         }
-        EXPECT_TRUE(same_bits(plain, from_packed)) << "m " << m << " k " << k << " rows " << n << " relu2 " << relu;
+        EXPECT_TRUE(same_on_gpu(plain, from_packed)) << "m " << m << " k " << k << " rows " << n << " relu2 " << relu;
       }
     }
   }
@@ -263,7 +264,7 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
     OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
     gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 1, plain);
     gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, 1, from_packed);
-    EXPECT_TRUE(same_bits(plain, from_packed)) << "moe_experts, rows " << n;
+    EXPECT_TRUE(same_on_gpu(plain, from_packed)) << "moe_experts, rows " << n;
   }
 }
 
@@ -482,10 +483,6 @@ TEST_F(CudaVsCpu, ConvSplitEqualsItsTwoOps) {
   OwnedTensor state_fused = gpu->alloc(DType::f32, {slots, channels, kernel - 1});
   gpu->upload(state_apart, start.cpu.view().data);
   gpu->upload(state_fused, start.cpu.view().data);
-  auto same = [&](const Tensor& a, const Tensor& b) {
-    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
-    return std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
-  };
   for (bool round : {false, true}) {
     const int64_t rows = round ? 3 : n;
     SequenceRows seqs{round ? round_begin.gpu.view() : seq_begin.gpu.view(),
@@ -497,8 +494,8 @@ TEST_F(CudaVsCpu, ConvSplitEqualsItsTwoOps) {
     gpu->split_columns(whole.gpu, parts.apart_views);
     gpu->conv1d_silu_split(x.gpu, weight.gpu, bias.gpu, state_fused, seqs, scratch.gpu, parts.fused_views);
     for (size_t j = 0; j < widths.size(); ++j)
-      EXPECT_TRUE(same(parts.apart[j].gpu, parts.fused[j].gpu)) << (round ? "round" : "fill") << ", part " << j;
-    EXPECT_TRUE(same(state_apart, state_fused)) << (round ? "round" : "fill") << ": conv state";
+      EXPECT_TRUE(same_on_gpu(parts.apart[j].gpu, parts.fused[j].gpu)) << (round ? "round" : "fill") << ", part " << j;
+    EXPECT_TRUE(same_on_gpu(state_apart, state_fused)) << (round ? "round" : "fill") << ": conv state";
   }
 }
 
@@ -520,6 +517,35 @@ TEST_F(CudaVsCpu, MoeRouteAndExperts) {
       cpu.moe_experts(x.cpu, ids.cpu, weights.cpu, up.cpu, down.cpu, 2, out.cpu);
       gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 2, out.gpu);
       expect_close(out, "moe_experts");
+    }
+  }
+}
+
+// moe runs the routing in the expert list's launch for rounds of up to 8 rows without expert
+// groups: the same ids, weights and output bits as moe_route then moe_experts, at 1 to 9 rows
+// (9: the two ops), with 16 and 130 router experts, and with groups (the two ops).
+TEST_F(CudaVsCpu, MoeEqualsRouteThenExperts) {
+  const int64_t k = 4, d = 64, inner = 32, always = 2;
+  for (int64_t experts : {int64_t(16), int64_t(130)}) {
+    Pair up = random(DType::bf16, {experts + always, inner, d}), down = random(DType::bf16, {experts + always, d, inner});
+    Pair bias = random(DType::f32, {experts}, 0.1f);
+    for (int64_t groups : {int64_t(1), int64_t(2)}) {
+      const MoeRouting routing{groups, 1, true, 2.5f};
+      for (int64_t n = 1; n <= 9; ++n) {
+        Pair logits = random(DType::f32, {n, experts}), x = random(DType::f32, {n, d});
+        OwnedTensor ids = gpu->alloc(DType::i32, {n, k}), weights = gpu->alloc(DType::f32, {n, k});
+        OwnedTensor out = gpu->alloc(DType::f32, {n, d});
+        OwnedTensor ids2 = gpu->alloc(DType::i32, {n, k}), weights2 = gpu->alloc(DType::f32, {n, k});
+        OwnedTensor out2 = gpu->alloc(DType::f32, {n, d});
+        gpu->moe(x.gpu, logits.gpu, bias.gpu, routing, up.gpu, down.gpu, always, ids, weights, out);
+        gpu->moe_route(logits.gpu, bias.gpu, routing, ids2, weights2);
+        gpu->moe_experts(x.gpu, ids2, weights2, up.gpu, down.gpu, always, out2);
+        const std::string label = std::to_string(experts) + " experts, " + std::to_string(groups) + " groups, " +
+                                  std::to_string(n) + " rows";
+        EXPECT_TRUE(same_on_gpu(ids, ids2)) << "ids, " << label;
+        EXPECT_TRUE(same_on_gpu(weights, weights2)) << "weights, " << label;
+        EXPECT_TRUE(same_on_gpu(out, out2)) << "out, " << label;
+      }
     }
   }
 }

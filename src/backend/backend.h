@@ -215,6 +215,14 @@ class Backend {
   // [experts, d, inner].
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
                            const Tensor& down, int64_t always, const Tensor& out) = 0;
+  // A MoE layer from its router logits: moe_route into ids and weights, then moe_experts into
+  // out. A backend may run the two in fewer launches, with the same results.
+  virtual void moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
+                   const Tensor& up, const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights,
+                   const Tensor& out) {
+    moe_route(logits, bias, routing, ids, weights);
+    moe_experts(x, ids, weights, up, down, always, out);
+  }
 
  protected:
   friend class OwnedTensor;

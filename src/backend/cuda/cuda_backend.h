@@ -88,6 +88,8 @@ class CudaBackend final : public Backend {
                  const Tensor& weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
                    int64_t always, const Tensor& out) override;
+  void moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& up,
+           const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights, const Tensor& out) override;
 
  protected:
   void release(const Tensor& tensor) override;
@@ -95,6 +97,14 @@ class CudaBackend final : public Backend {
  private:
   using Launch = std::function<void(void* stream)>;
   bool packed(const Tensor& w) const { return packed_.count(w.data) > 0; }
+  // moe_experts; with `route`, moe's fused path: the routing runs in the list's launch.
+  struct MoeRoute {
+    const Tensor* logits;
+    const Tensor* bias;
+    MoeRouting routing;
+  };
+  void experts_then(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
+                    int64_t always, const Tensor& out, const MoeRoute* route);
   // matmul, matmul_relu_squared and matmul_split (outs: the split's tensors, or none).
   void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
                    const std::vector<Tensor>& outs = {});

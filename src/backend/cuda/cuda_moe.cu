@@ -78,18 +78,19 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, MoeRout
 // The common routing (no expert groups) with a warp per token: lane l holds experts l, l + 32,
 // ...; each of the k picks is a warp-wide argmax (ties to the lower expert), so the choice,
 // the weights and their order equal moe_route_kernel's. Lane j keeps pick j and writes it. The
-// correction bias is a model weight (no kernel writes it), so it is read before the wait.
+// correction bias is a model weight (no kernel writes it), so it is read before the wait:
+// load_correction, then route_token.
 template <int kPerLane>
-__global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
-                                      int experts, int k, int32_t* ids, float* weights) {
-  cuda::allow_early_launch();
-  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+__device__ inline void load_correction(const float* bias, int experts, float (&correction)[kPerLane]) {
   const int lane = threadIdx.x % 32;
-  float correction[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) correction[i] = lane + 32 * i < experts ? bias[lane + 32 * i] : 0.0f;
-  cuda::wait_for_inputs();
-  if (r >= n) return;  // whole warps leave together
+}
+
+template <int kPerLane>
+__device__ void route_token(const float* logits, const float (&correction)[kPerLane], const MoeRouting& routing,
+                            int64_t r, int experts, int k, int32_t* ids, float* weights) {
+  const int lane = threadIdx.x % 32;
   const float* row = logits + r * experts;
   float score[kPerLane], choice[kPerLane];
   bool open[kPerLane];
@@ -136,6 +137,18 @@ __global__ void moe_route_warp_kernel(const float* logits, const float* bias, Mo
   weights[r * k + lane] = w * routing.scale;
 }
 
+template <int kPerLane>
+__global__ void moe_route_warp_kernel(const float* logits, const float* bias, MoeRouting routing, int64_t n,
+                                      int experts, int k, int32_t* ids, float* weights) {
+  cuda::allow_early_launch();
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  float correction[kPerLane];
+  load_correction(bias, experts, correction);
+  cuda::wait_for_inputs();
+  if (r >= n) return;  // whole warps leave together
+  route_token(logits, correction, routing, r, experts, k, ids, weights);
+}
+
 // An exclusive prefix sum over the block (one value per thread, kMaxExperts threads); `total`
 // gets the sum. Integer adds: exact in any order.
 __device__ int32_t block_exclusive_sum(int32_t v, int32_t* warp_sums, int32_t& total) {
@@ -176,11 +189,17 @@ struct Slots {
 // lists the experts with entries in expert order, then -1 up to `launched` entries, so the
 // expert matmuls launch one block row per possible expert rather than per expert. One block of
 // kMaxExperts threads: counts by shared atomics, then prefix sums, then placement.
-__global__ void __launch_bounds__(kMaxExperts)
-    moe_list_kernel(const int32_t* ids, Slots slots, int64_t listed, int launched, int32_t* segments, int32_t* active,
-                    int32_t* slot_of, int32_t* row_of) {
-  cuda::start_kernel();
+struct List {
+  int64_t listed;
+  int launched;
+  int32_t *segments, *active, *slot_of, *row_of;
+};
+
+__device__ void list_slots(const int32_t* ids, const Slots& slots, const List& list) {
   __shared__ int32_t counts[kMaxExperts], cursor[kMaxExperts], warp_sums[kMaxExperts / 32];
+  const int64_t listed = list.listed;
+  const int launched = list.launched;
+  int32_t *segments = list.segments, *active = list.active, *slot_of = list.slot_of, *row_of = list.row_of;
   const int e = threadIdx.x, experts = slots.experts;
   counts[e] = 0;
   __syncthreads();
@@ -200,6 +219,28 @@ __global__ void __launch_bounds__(kMaxExperts)
     slot_of[at] = int32_t(s);
     row_of[at] = slots.row(s);
   }
+}
+
+__global__ void __launch_bounds__(kMaxExperts) moe_list_kernel(const int32_t* ids, Slots slots, List list) {
+  cuda::start_kernel();
+  list_slots(ids, slots, list);
+}
+
+// A round of up to kGroupedAlwaysRows rows without expert groups: warp w routes token w as
+// moe_route_warp_kernel does (the same code, so the same ids and weights), then the block
+// lists the slots as moe_list_kernel does: one launch for the two.
+template <int kPerLane>
+__global__ void __launch_bounds__(kMaxExperts)
+    moe_route_list_kernel(const float* logits, const float* bias, MoeRouting routing, int router_experts,
+                          float* weights, int32_t* ids, Slots slots, List list) {
+  cuda::allow_early_launch();
+  float correction[kPerLane];
+  load_correction(bias, router_experts, correction);
+  cuda::wait_for_inputs();
+  const int warp = threadIdx.x / 32;
+  if (warp < slots.n) route_token(logits, correction, routing, warp, router_experts, slots.k, ids, weights);
+  __syncthreads();  // every token's ids are written, and seen by the whole block
+  list_slots(ids, slots, list);
 }
 
 // out[r][i] = the sum over r's routed slots, in rank order, of weights[r][j] * results[slot][i],
@@ -247,6 +288,26 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeR
 
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
                               const Tensor& down, int64_t always, const Tensor& out) {
+  experts_then(x, ids, weights, up, down, always, out, nullptr);
+}
+
+// Rounds of up to kGroupedAlwaysRows rows without expert groups route in the list's launch.
+void CudaBackend::moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
+                      const Tensor& up, const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights,
+                      const Tensor& out) {
+  const int64_t n = x.rows();
+  if (n == 0 || n > kGroupedAlwaysRows || routing.topk_groups < routing.groups || ids.cols() > 32 ||
+      logits.cols() > kMaxExperts) {
+    moe_route(logits, bias, routing, ids, weights);
+    moe_experts(x, ids, weights, up, down, always, out);
+    return;
+  }
+  const MoeRoute route{&logits, &bias, routing};
+  experts_then(x, ids, weights, up, down, always, out, &route);
+}
+
+void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                               const Tensor& down, int64_t always, const Tensor& out, const MoeRoute* route) {
   const int64_t n = x.rows(), d = x.cols(), k = ids.cols();
   const int64_t experts = up.shape[0], inner = up.shape[1];
   cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
@@ -279,13 +340,27 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
   const size_t up_bytes = up.bytes() / size_t(experts), down_bytes = down.bytes() / size_t(experts);
   const bool up_packed = packed(up), down_packed = packed(down);
-  const uint64_t key =
-      cuda::launch_key("moe_experts", x, ids, weights, up, down, always, out, segments, slot_of, row_of, hidden,
-                       results, workspace, up_packed, down_packed);
+  const bool routed_here = route != nullptr;
+  const float* logits = routed_here ? ptr<float>(*route->logits) : nullptr;
+  const float* correction = routed_here ? ptr<float>(*route->bias) : nullptr;
+  const MoeRouting routing = routed_here ? route->routing : MoeRouting{};
+  const int router_experts = routed_here ? int(route->logits->cols()) : 0;
+  const uint64_t key = cuda::launch_key("moe_experts", x, ids, weights, up, down, always, out, segments, slot_of,
+                                        row_of, hidden, results, workspace, up_packed, down_packed, routed_here,
+                                        routed_here ? *route->logits : x, routed_here ? *route->bias : x, routing);
+  const List list{listed, int(launched), segments, active, slot_of, row_of};
+  int32_t* written_ids = ptr<int32_t>(ids);
+  float* written_weights = ptr<float>(weights);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
-    cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slot_info, listed, int(launched), segments, active,
-                 slot_of, row_of);
+    if (!routed_here)
+      cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slot_info, list);
+    else if (router_experts <= 128)
+      cuda::launch(moe_route_list_kernel<4>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
+                   written_weights, written_ids, slot_info, list);
+    else
+      cuda::launch(moe_route_list_kernel<16>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
+                   written_weights, written_ids, slot_info, list);
     cuda::MatmulRows rows;
     rows.n = listed;
     rows.segments = segments;

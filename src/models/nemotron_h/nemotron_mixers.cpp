@@ -99,8 +99,7 @@ void NemotronModel::moe_mixer(MoeWeights& moe, int64_t n) {
   Tensor out = rows_of(out_, n);                  // [n, hidden]
   backend_.matmul(h, moe.router, logits);
   MoeRouting routing{c.expert_groups, c.topk_groups, c.norm_topk, float(c.routed_scale)};
-  backend_.moe_route(logits, moe.correction_bias, routing, ids, weights);
-  backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared_experts, out);
+  backend_.moe(h, logits, moe.correction_bias, routing, moe.up, moe.down, moe.shared_experts, ids, weights, out);
 }
 
 }  // namespace lockstep::nemotron_h
