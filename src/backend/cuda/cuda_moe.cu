@@ -354,8 +354,9 @@ void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor&
   const size_t split_bytes = std::max(cuda::matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
                                       cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slot_count, inner));
   void* workspace = split_bytes ? scratch(kMatmulScratch, split_bytes) : nullptr;
-  const int32_t* id = ptr<int32_t>(ids);
-  const float *in = ptr<float>(x), *weight = ptr<float>(weights);
+  int32_t* id = ptr<int32_t>(ids);  // written by the fused routing, read by the list
+  float* weight = ptr<float>(weights);
+  const float* in = ptr<float>(x);
   float* result = ptr<float>(out);
   const auto *up_w = static_cast<const uint8_t*>(up.data), *down_w = static_cast<const uint8_t*>(down.data);
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
@@ -370,18 +371,16 @@ void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor&
                                         row_of, hidden, results, workspace, up_packed, down_packed, routed_here,
                                         routed_here ? *route->logits : x, routed_here ? *route->bias : x, routing);
   const List list{listed, int(launched), segments, active, slot_of, row_of};
-  int32_t* written_ids = ptr<int32_t>(ids);
-  float* written_weights = ptr<float>(weights);
   enqueue(key, [=](void* s) {
     auto stream = static_cast<cudaStream_t>(s);
     if (!routed_here)
       cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slot_info, list);
     else if (router_experts <= 128)
       cuda::launch(moe_route_list_kernel<4>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
-                   written_weights, written_ids, slot_info, list);
+                   weight, id, slot_info, list);
     else
       cuda::launch(moe_route_list_kernel<16>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
-                   written_weights, written_ids, slot_info, list);
+                   weight, id, slot_info, list);
     cuda::MatmulRows rows;
     rows.n = listed;
     rows.segments = segments;
