@@ -223,8 +223,9 @@ TEST_F(CudaVsCpu, MatmulSplitEqualsItsTwoOps) {
 }
 
 // Weights the backend packed (prepare_matmul_weight) give the same bits as the rows they came
-// from: the round and the tiled kernels, plain and grouped, with relu2 or without. Shapes it
-// cannot pack (rows not a multiple of 16, k not of 32) stay as they are.
+// from: the round, one-row and tiled kernels, plain and grouped (experts 96 and 640 wide), with
+// relu2 or without. Shapes it cannot pack (rows not a multiple of 16, k not of 32) stay as they
+// are.
 TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
   auto prepared_copy = [&](const Pair& w) {
     OwnedTensor copy = gpu->alloc(w.gpu.view().dtype, w.gpu.view().shape);
@@ -232,7 +233,7 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
     gpu->prepare_matmul_weight(copy);
     return copy;
   };
-  for (auto [m, k] : {std::pair<int64_t, int64_t>{48, 96}, {40, 96}, {48, 80}, {64, 2688}}) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{48, 96}, {40, 96}, {48, 80}, {64, 2688}, {4800, 256}}) {
     Pair w = random(DType::bf16, {m, k});
     OwnedTensor packed = prepared_copy(w);
     for (int64_t n : {1, 5, 8, 9, 16, 20, 64, 300}) {
@@ -250,21 +251,24 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
       }
     }
   }
-  const int64_t experts = 8, top = 2, d = 64, inner = 96;
-  Pair up = random(DType::bf16, {experts, inner, d}), down = random(DType::bf16, {experts, d, inner});
-  OwnedTensor up_packed = prepared_copy(up), down_packed = prepared_copy(down);
-  // The last expert is every row's: in the grouped launches at 1 row, plain ones at 9 and 300.
-  for (int64_t n : {int64_t(1), int64_t(9), int64_t(300)}) {
-    std::vector<int32_t> chosen;
-    for (int64_t r = 0; r < n; ++r) {
-      chosen.push_back(int32_t(r % (experts - 1)));
-      chosen.push_back(int32_t((r + 3) % (experts - 1)));
+  struct Stack {
+    int64_t experts, top, d, inner;
+  };
+  for (Stack stack : {Stack{8, 2, 64, 96}, Stack{16, 6, 640, 640}}) {
+    const int64_t experts = stack.experts, top = stack.top, d = stack.d, inner = stack.inner;
+    Pair up = random(DType::bf16, {experts, inner, d}), down = random(DType::bf16, {experts, d, inner});
+    OwnedTensor up_packed = prepared_copy(up), down_packed = prepared_copy(down);
+    // The last expert is every row's: in the grouped launches at 1 row, plain ones at 9 and 300.
+    for (int64_t n : {int64_t(1), int64_t(9), int64_t(300)}) {
+      std::vector<int32_t> chosen;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < top; ++j) chosen.push_back(int32_t((r + 2 * j) % (experts - 1)));  // distinct in a row
+      Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
+      OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
+      gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 1, plain);
+      gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, 1, from_packed);
+      EXPECT_TRUE(same_on_gpu(plain, from_packed)) << "moe_experts, " << d << " wide, rows " << n;
     }
-    Pair x = random(DType::f32, {n, d}), ids = ints({n, top}, chosen), weights = random(DType::f32, {n, top});
-    OwnedTensor plain = gpu->alloc(DType::f32, {n, d}), from_packed = gpu->alloc(DType::f32, {n, d});
-    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up.gpu, down.gpu, 1, plain);
-    gpu->moe_experts(x.gpu, ids.gpu, weights.gpu, up_packed, down_packed, 1, from_packed);
-    EXPECT_TRUE(same_on_gpu(plain, from_packed)) << "moe_experts, rows " << n;
   }
 }
 

@@ -23,7 +23,8 @@
 // count, or a grouped launch's rows per group: layout only); a plain launch of more rows gives
 // each row group a block, launched beside the others of its columns so that they share the
 // weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
-// Launches of 256 rows or more take the tiled fill kernel below.
+// One-row launches with packed weights take the row kernel below (x split once a block), and
+// launches of 256 rows or more the tiled fill kernel: the same sums in each.
 #include "backend/cuda/cuda_matmul.cuh"
 
 namespace lockstep::cuda {
@@ -205,6 +206,26 @@ __device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, u
   lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
+// A row group's outputs from the runs' partials, part(run, column, row), in run order:
+// total = ((p0 + p1) + p2) + ..., stored by the block's threads in turn (block_cols columns
+// from col0, group_rows rows from list entry `group`).
+template <class Part>
+__device__ inline void store_row_group(const MatmulRows& rows, float* out, int64_t m, int64_t col0, int block_cols,
+                                       int64_t group, int group_rows, int run_count, Part part) {
+  for (int i = threadIdx.x; i < block_cols * group_rows; i += blockDim.x) {
+    const int c = i / group_rows, r = i % group_rows;
+    const int64_t col = col0 + c;
+    if (col >= m) continue;
+    // Unrolled, so the reads go out together (the adds stay in run order).
+    float total = part(0, c, r);
+#pragma unroll
+    for (int s = 1; s < kMaxRuns; ++s)
+      if (s < run_count) total += part(s, c, r);
+    const int64_t entry = group + r;
+    store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total);
+  }
+}
+
 // The round kernel: kTiles n-tiles of 8 rows per row group, kCols column tiles of 16 per block.
 // Lane (g, t) = (lane / 4, lane % 4) holds weight rows g and g + 8 of each column tile and, for
 // each row tile, x row g of the tile, which it splits itself (the same hi and lo as the split
@@ -357,20 +378,100 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
       }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < kBlockCols * group_rows; i += blockDim.x) {
-      const int c = i / group_rows, r = i % group_rows;
-      const int64_t col = col0 + c;
-      if (col >= m) continue;
-      // Unrolled, so the reads go out together (the adds stay in run order).
-      float total = part(0, c, r);
-#pragma unroll
-      for (int s = 1; s < kMaxRuns; ++s)
-        if (s < runs.count) total += part(s, c, r);
-      const int64_t entry = group + r;
-      store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total);
-    }
+    store_row_group(rows, out, m, col0, kBlockCols, group, group_rows, runs.count, part);
     if (group + kGroupRows < last) __syncthreads();  // the partials are read before the next group writes them
   }
+}
+
+// One-row launches (a plain launch of one row, a grouped one whose groups have one row each, as
+// a one-stream round's expert matmuls do), packed weights: the round kernel's sums with x split
+// once a block. The block splits its row's k values into hi and lo in shared memory while its
+// warps' first weight copies are on their way; the warps then read x from there, where the
+// round kernel's lanes copy and split x again at every block of 32 positions. (At one row that
+// is most of what its warps issue: Nsight Compute, 30B one-stream round, found its schedulers
+// issuing every 1.9 cycles with under one warp eligible, on 2.2 TB/s of DRAM; this kernel made
+// one-stream rounds 1.08x faster on 13 layers, 1.07x on 30B.) The lanes of x rows 1..7 give the
+// mma zeros, which no output of row 0 reads; the weights, hi and lo and mma steps are the round
+// kernel's, in its order: the same bits.
+constexpr int kRowDepth = 6;            // ring blocks a warp: 6 KB of weights
+constexpr int64_t kRowMaxK = 8192;      // x's hi and lo take 4 k bytes of shared memory
+constexpr int kRowLoads = int(kRowMaxK / (4 * kMaxRuns * 32));  // x's float4 loads a thread
+
+size_t row_kernel_bytes(int warps, int64_t k) { return size_t(warps) * kRowDepth * 64 * sizeof(uint4) + 4 * size_t(k); }
+
+__global__ void __launch_bounds__(kMaxRuns * 32)
+    matmul_bf16_row_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
+                           int64_t k, int64_t m, MatmulRows rows) {
+  allow_early_launch();
+  extern __shared__ uint4 row_memory[];  // each warp's ring ([slot][2 pieces][lane]), then hi, lo
+  __shared__ float partial[kMaxRuns][kTileCols];
+  const Runs runs = k_runs(k);
+  const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint4* ring = row_memory + size_t(run) * kRowDepth * 64 + lane;
+  auto* x_hi = reinterpret_cast<__nv_bfloat16*>(row_memory + size_t(runs.count) * kRowDepth * 64);
+  __nv_bfloat16* x_lo = x_hi + k;
+
+  wait_for_inputs();
+  const BlockRows mine = block_rows(rows, w, 1, blockIdx.x);
+  const unsigned col_tile = rows.segments ? blockIdx.x : blockIdx.y;
+  if (mine.first >= mine.last) return;  // the whole block leaves together
+  const __nv_bfloat16* w_lane = mine.w + size_t(col_tile) * size_t(k) * kTileCols + lane * 8;
+  const int b_begin = run * runs.per_run;
+  const int b_end = min(runs.blocks, b_begin + runs.per_run);
+  // Stages block b's two weight pieces (nothing past the run's end) into ring slot `slot`.
+  auto stage = [&](int b, int slot) {
+    if (b < b_end) {
+      const __nv_bfloat16* piece = w_lane + int64_t(b) * kBlockK * kTileCols;
+      copy16(ring + slot * 64, piece, true);
+      copy16(ring + slot * 64 + 32, piece + 256, true);
+    }
+    commit_copies();
+  };
+#pragma unroll 1
+  for (int s = 0; s < kRowDepth; ++s) stage(b_begin + s, s);
+
+  // The row, split (packed weights have k % 32 == 0 and 16-byte-aligned x): loads first.
+  const float* x_row = x + (rows.in_rows ? rows.in_rows[mine.first] : mine.first) * k;
+  float4 v[kRowLoads];
+#pragma unroll
+  for (int i = 0; i < kRowLoads; ++i) {
+    const int64_t at = 4 * (threadIdx.x + int64_t(i) * blockDim.x);
+    if (at < k) v[i] = *reinterpret_cast<const float4*>(x_row + at);
+  }
+#pragma unroll
+  for (int i = 0; i < kRowLoads; ++i) {
+    const int64_t at = 4 * (threadIdx.x + int64_t(i) * blockDim.x);
+    if (at >= k) continue;
+    split(v[i].x, x_hi[at], x_lo[at]);
+    split(v[i].y, x_hi[at + 1], x_lo[at + 1]);
+    split(v[i].z, x_hi[at + 2], x_lo[at + 2]);
+    split(v[i].w, x_hi[at + 3], x_lo[at + 3]);
+  }
+  __syncthreads();
+
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int slot = 0;
+  for (int b = b_begin; b < b_end; ++b) {
+    wait_copies<kRowDepth - 1>();  // block b is in
+    const uint4 wa = ring[slot * 64], wb = ring[slot * 64 + 32];
+    uint4 h = make_uint4(0, 0, 0, 0), l = h;
+    if (g == 0) {
+      h = *reinterpret_cast<const uint4*>(x_hi + int64_t(b) * kBlockK + t * 8);
+      l = *reinterpret_cast<const uint4*>(x_lo + int64_t(b) * kBlockK + t * 8);
+    }
+    mma(acc, wa.x, wb.x, wa.y, wb.y, h.x, h.y);
+    mma(acc, wa.x, wb.x, wa.y, wb.y, l.x, l.y);
+    mma(acc, wa.z, wb.z, wa.w, wb.w, h.z, h.w);
+    mma(acc, wa.z, wb.z, wa.w, wb.w, l.z, l.w);
+    stage(b + kRowDepth, slot);  // the slot's weights are in registers and used
+    slot = slot + 1 == kRowDepth ? 0 : slot + 1;
+  }
+  wait_copies<0>();  // the empty groups past the run's end
+  // Row 0's sums: lanes t == 0 hold columns g (acc[0]) and g + 8 (acc[2]).
+  if (t == 0) partial[run][g] = acc[0], partial[run][g + 8] = acc[2];
+  __syncthreads();
+  store_row_group(rows, out, m, int64_t(col_tile) * kTileCols, kTileCols, mine.first, 1, runs.count,
+                  [&](int s, int c, int) { return partial[s][c]; });
 }
 
 // The fill kernel: the same sums, tiled through shared memory. A block owns 128 columns and 64
@@ -482,6 +583,18 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
+// A one-row launch by matmul_bf16_row_kernel, where it applies (see there); false otherwise.
+bool launch_row(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                cudaStream_t stream) {
+  const bool one_row = rows.segments ? rows.max_group_rows == 1 : rows.n == 1;
+  if (!one_row || !rows.packed || k > kRowMaxK || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  const unsigned col_tiles = blocks_for(m, kTileCols);
+  const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(1, col_tiles);
+  const int warps = k_runs(k).count;
+  launch(matmul_bf16_row_kernel, grid, dim3(warps * 32), row_kernel_bytes(warps, k), stream, x, w, out, k, m, rows);
+  return true;
+}
+
 template <int kTiles, int kCols>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   cudaStream_t stream) {
@@ -521,6 +634,8 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaS
 }
 
 void prepare_matmul_bf16() {
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(row_kernel_bytes(kMaxRuns, kRowMaxK))));
   allow_ring<1, 1>();
   allow_ring<2, 1>();
   allow_ring<2, 2>();
@@ -543,6 +658,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
     // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
     // streams and 1.02x at 64 than by the most a group can have).
+    if (launch_row(x, weights, out, k, m, rows, stream)) return;
     const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
     if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, stream);
     // Plain launches of more rows: two column tiles a block (measured: rounds 1.07x faster at
