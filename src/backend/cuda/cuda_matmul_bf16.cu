@@ -664,10 +664,10 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
   // which splits x itself.
   if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
+    if (launch_row(x, weights, out, k, m, rows, stream)) return;
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
     // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
     // streams and 1.02x at 64 than by the most a group can have).
-    if (launch_row(x, weights, out, k, m, rows, stream)) return;
     const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
     if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, stream);
     // Plain launches of more rows: two column tiles a block (measured: rounds 1.07x faster at
