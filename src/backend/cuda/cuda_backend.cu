@@ -27,6 +27,7 @@ void require(bool condition, const char* what) {
   std::abort();
 }
 
+// Whether the environment variable `name` is set to "0" (the backend's off switches).
 bool switched_off(const char* name) {
   const char* value = std::getenv(name);
   return value && std::string(value) == "0";

@@ -103,9 +103,6 @@ __device__ inline void start_kernel() {
   wait_for_inputs();
 }
 
-// Whether the environment variable `name` is set to "0" (the backend's off switches).
-bool switched_off(const char* name);
-
 // LOCKSTEP_CUDA_EARLY=0 launches these kernels plainly (to measure what early launches gain).
 bool early_launches_on();
 

@@ -23,42 +23,21 @@
 // count, or a grouped launch's rows per group: layout only); a plain launch of more rows gives
 // each row group a block, launched beside the others of its columns so that they share the
 // weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
-// One-row launches with packed weights take the row kernel below (x split once a block), and
-// launches of 256 rows or more the tiled fill kernel: the same sums in each.
-#include "backend/cuda/cuda_matmul.cuh"
+// One-row launches with packed weights take the row kernel (cuda_matmul_bf16_row.cu: x split
+// once a block), and launches of 256 rows or more the tiled fill kernel: the same sums in each.
+#include "backend/cuda/cuda_matmul_bf16.cuh"
 
 namespace lockstep::cuda {
 
+using namespace bf16;
+
 namespace {
 
-constexpr int kBlockK = 32;
-constexpr int kMaxRuns = 8;
-constexpr int kMinBlocksPerRun = 4;
-constexpr int kTileCols = 16;
 // Launches whose row groups may hold this many rows take the tiled kernel (fills; not the
 // expert matmuls of a 64-stream round, whose x has 384 rows but each expert only a few).
 constexpr int64_t kTiledMinRows = 256;
 
-// How k is cut: `blocks` blocks of 32, runs of `per_run` blocks (the last may be shorter).
-struct Runs {
-  int blocks, per_run, count;
-};
-
-__host__ __device__ inline Runs k_runs(int64_t k) {
-  const int blocks = int((k + kBlockK - 1) / kBlockK);
-  int per_run = (blocks + kMaxRuns - 1) / kMaxRuns;
-  per_run = per_run < kMinBlocksPerRun ? kMinBlocksPerRun : per_run;
-  return {blocks, per_run, (blocks + per_run - 1) / per_run};
-}
-
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
-
-// The split of one value: hi = bf16(v), lo = bf16(v - hi). The split pass and the in-kernel
-// split both use this, so they give the same bits.
-__device__ inline void split(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
-  hi = __float2bfloat16_rn(v);
-  lo = __float2bfloat16_rn(v - __bfloat162float(hi));
-}
 
 // hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad.
 __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
@@ -68,27 +47,6 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
   split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
-}
-
-// Copies 16 bytes from global to shared memory, or zeros when !valid: through L2 only
-// (cp.async.cg), or through L1 too (cp.async.ca) for data many blocks of an SM read. ("memory":
-// the compiler keeps the lane's earlier shared reads of the slot before it.)
-template <bool kThroughL1 = false>
-__device__ inline void copy16(void* dst, const void* src, bool valid) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(dst));
-  if constexpr (kThroughL1)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-  else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
-
-__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int kPending>
-__device__ inline void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Eight weights from position `at` of a row; positions at or past k read as zero.
@@ -101,16 +59,6 @@ __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k)
     word[i] = uint32_t(a) | (uint32_t(b) << 16);
   }
   return make_uint4(word[0], word[1], word[2], word[3]);
-}
-
-// d += a * b over one m16n8k16 step (bf16 in, f32 accumulate).
-__device__ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                           uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Where weight (col, at .. at + 7) is, at % 8 == 0: in row col, or in the packed layout, in
@@ -131,25 +79,6 @@ __global__ void pack_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   if (piece >= rows * k / 8) return;
   const int64_t col = piece / (k / 8), at = piece % (k / 8) * 8;
   dst[weight_at<true>(col, at, k) / 8] = src[piece];
-}
-
-// The list entries [first, last) a block computes and the weights it reads: in a grouped
-// launch, block row y's group (none when it has no group: first == last); in a plain one,
-// `plain_rows` rows from plain_block * plain_rows, with the one weight matrix.
-struct BlockRows {
-  int64_t first, last;
-  const __nv_bfloat16* w;
-};
-
-__device__ inline BlockRows block_rows(const MatmulRows& rows, const __nv_bfloat16* w, int64_t plain_rows,
-                                       unsigned plain_block) {
-  if (!rows.segments) {
-    const int64_t first = int64_t(plain_block) * plain_rows;
-    return {first, min64(rows.n, first + plain_rows), w};
-  }
-  const int64_t group = launched_group(rows);
-  if (group < 0) return {0, 0, w};
-  return {rows.segments[group], rows.segments[group + 1], w + size_t(group) * size_t(rows.group_stride)};
 }
 
 // How the round kernel's lanes get their weight pieces (the host picks): `loads`, any k: each
@@ -204,26 +133,6 @@ __device__ inline void split_pieces(const uint4& a, const uint4& b, uint4& hi, u
   }
   hi = make_uint4(h[0], h[1], h[2], h[3]);
   lo = make_uint4(l[0], l[1], l[2], l[3]);
-}
-
-// A row group's outputs from the runs' partials, part(run, column, row), in run order:
-// total = ((p0 + p1) + p2) + ..., stored by the block's threads in turn (block_cols columns
-// from col0, group_rows rows from list entry `group`).
-template <class Part>
-__device__ inline void store_row_group(const MatmulRows& rows, float* out, int64_t m, int64_t col0, int block_cols,
-                                       int64_t group, int group_rows, int run_count, Part part) {
-  for (int i = threadIdx.x; i < block_cols * group_rows; i += blockDim.x) {
-    const int c = i / group_rows, r = i % group_rows;
-    const int64_t col = col0 + c;
-    if (col >= m) continue;
-    // Unrolled, so the reads go out together (the adds stay in run order).
-    float total = part(0, c, r);
-#pragma unroll
-    for (int s = 1; s < kMaxRuns; ++s)
-      if (s < run_count) total += part(s, c, r);
-    const int64_t entry = group + r;
-    store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total);
-  }
 }
 
 // The round kernel: kTiles n-tiles of 8 rows per row group, kCols column tiles of 16 per block.
@@ -383,105 +292,6 @@ __global__ void __launch_bounds__(kMaxRuns * 32, 2)
   }
 }
 
-// One-row launches (a plain launch of one row, a grouped one whose groups have one row each, as
-// a one-stream round's expert matmuls do), packed weights: the round kernel's sums with x split
-// once a block. The block splits its row's k values into hi and lo in shared memory while its
-// warps' first weight copies are on their way; the warps then read x from there, where the
-// round kernel's lanes copy and split x again at every block of 32 positions. (At one row that
-// is most of what its warps issue: Nsight Compute, 30B one-stream round, found its schedulers
-// issuing every 1.9 cycles with under one warp eligible, on 2.2 TB/s of DRAM; this kernel made
-// one-stream rounds 1.08x faster on 13 layers, 1.07x on 30B.) The lanes of x rows 1..7 give the
-// mma zeros, which no output of row 0 reads; the weights, hi and lo and mma steps are the round
-// kernel's, in its order: the same bits.
-constexpr int kRowDepth = 6;            // ring blocks a warp: 6 KB of weights
-constexpr int64_t kRowMaxK = 8192;      // x's hi and lo take 4 k bytes of shared memory
-constexpr int kRowLoads = int(kRowMaxK / (4 * kMaxRuns * 32));  // x's float4 loads a thread
-
-size_t row_kernel_bytes(int warps, int64_t k) { return size_t(warps) * kRowDepth * 64 * sizeof(uint4) + 4 * size_t(k); }
-
-__global__ void __launch_bounds__(kMaxRuns * 32)
-    matmul_bf16_row_kernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ out,
-                           int64_t k, int64_t m, MatmulRows rows, bool weights_first) {
-  allow_early_launch();
-  extern __shared__ uint4 row_memory[];  // each warp's ring ([slot][2 pieces][lane]), then hi, lo
-  __shared__ float partial[kMaxRuns][kTileCols];
-  const Runs runs = k_runs(k);
-  const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint4* ring = row_memory + size_t(run) * kRowDepth * 64 + lane;
-  auto* x_hi = reinterpret_cast<__nv_bfloat16*>(row_memory + size_t(runs.count) * kRowDepth * 64);
-  __nv_bfloat16* x_lo = x_hi + k;
-
-  // weights_first (plain launches: which weights they read hangs on no kernel's output, where a
-  // grouped launch reads its groups): the first weight copies go out before the wait, while the
-  // kernel ahead still runs (measured 1.054x at one stream on 30B, 1.034x on 13 layers; the
-  // round kernel, waiting on its own instructions then, gained nothing from it).
-  if (!weights_first) wait_for_inputs();
-  const BlockRows mine = block_rows(rows, w, 1, blockIdx.x);
-  const unsigned col_tile = rows.segments ? blockIdx.x : blockIdx.y;
-  if (mine.first >= mine.last) {  // the whole block leaves together
-    if (weights_first) wait_for_inputs();
-    return;
-  }
-  const __nv_bfloat16* w_lane = mine.w + size_t(col_tile) * size_t(k) * kTileCols + lane * 8;
-  const int b_begin = run * runs.per_run;
-  const int b_end = min(runs.blocks, b_begin + runs.per_run);
-  // Stages block b's two weight pieces (nothing past the run's end) into ring slot `slot`.
-  auto stage = [&](int b, int slot) {
-    if (b < b_end) {
-      const __nv_bfloat16* piece = w_lane + int64_t(b) * kBlockK * kTileCols;
-      copy16(ring + slot * 64, piece, true);
-      copy16(ring + slot * 64 + 32, piece + 256, true);
-    }
-    commit_copies();
-  };
-#pragma unroll 1
-  for (int s = 0; s < kRowDepth; ++s) stage(b_begin + s, s);
-  if (weights_first) wait_for_inputs();
-
-  // The row, split (packed weights have k % 32 == 0 and 16-byte-aligned x): loads first.
-  const float* x_row = x + (rows.in_rows ? rows.in_rows[mine.first] : mine.first) * k;
-  float4 v[kRowLoads];
-#pragma unroll
-  for (int i = 0; i < kRowLoads; ++i) {
-    const int64_t at = 4 * (threadIdx.x + int64_t(i) * blockDim.x);
-    if (at < k) v[i] = *reinterpret_cast<const float4*>(x_row + at);
-  }
-#pragma unroll
-  for (int i = 0; i < kRowLoads; ++i) {
-    const int64_t at = 4 * (threadIdx.x + int64_t(i) * blockDim.x);
-    if (at >= k) continue;
-    split(v[i].x, x_hi[at], x_lo[at]);
-    split(v[i].y, x_hi[at + 1], x_lo[at + 1]);
-    split(v[i].z, x_hi[at + 2], x_lo[at + 2]);
-    split(v[i].w, x_hi[at + 3], x_lo[at + 3]);
-  }
-  __syncthreads();
-
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  int slot = 0;
-  for (int b = b_begin; b < b_end; ++b) {
-    wait_copies<kRowDepth - 1>();  // block b is in
-    const uint4 wa = ring[slot * 64], wb = ring[slot * 64 + 32];
-    uint4 h = make_uint4(0, 0, 0, 0), l = h;
-    if (g == 0) {
-      h = *reinterpret_cast<const uint4*>(x_hi + int64_t(b) * kBlockK + t * 8);
-      l = *reinterpret_cast<const uint4*>(x_lo + int64_t(b) * kBlockK + t * 8);
-    }
-    mma(acc, wa.x, wb.x, wa.y, wb.y, h.x, h.y);
-    mma(acc, wa.x, wb.x, wa.y, wb.y, l.x, l.y);
-    mma(acc, wa.z, wb.z, wa.w, wb.w, h.z, h.w);
-    mma(acc, wa.z, wb.z, wa.w, wb.w, l.z, l.w);
-    stage(b + kRowDepth, slot);  // the slot's weights are in registers and used
-    slot = slot + 1 == kRowDepth ? 0 : slot + 1;
-  }
-  wait_copies<0>();  // the empty groups past the run's end
-  // Row 0's sums: lanes t == 0 hold columns g (acc[0]) and g + 8 (acc[2]).
-  if (t == 0) partial[run][g] = acc[0], partial[run][g + 8] = acc[2];
-  __syncthreads();
-  store_row_group(rows, out, m, int64_t(col_tile) * kTileCols, kTileCols, mine.first, 1, runs.count,
-                  [&](int s, int c, int) { return partial[s][c]; });
-}
-
 // The fill kernel: the same sums, tiled through shared memory. A block owns 128 columns and 64
 // rows of a row group; each of its warps 32 columns and 32 rows, and it walks all of k itself:
 // at each run's first block its partials restart at zero, at the run's last block they join
@@ -591,19 +401,6 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-// A one-row launch by matmul_bf16_row_kernel, where it applies (see there); false otherwise.
-bool launch_row(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                cudaStream_t stream) {
-  const bool one_row = rows.segments ? rows.max_group_rows == 1 : rows.n == 1;
-  if (!one_row || !rows.packed || k > kRowMaxK || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
-  const unsigned col_tiles = blocks_for(m, kTileCols);
-  const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(1, col_tiles);
-  const int warps = k_runs(k).count;
-  launch(matmul_bf16_row_kernel, grid, dim3(warps * 32), row_kernel_bytes(warps, k), stream, x, w, out, k, m, rows,
-         !rows.segments);
-  return true;
-}
-
 template <int kTiles, int kCols>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   cudaStream_t stream) {
@@ -643,8 +440,7 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaS
 }
 
 void prepare_matmul_bf16() {
-  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(row_kernel_bytes(kMaxRuns, kRowMaxK))));
+  prepare_matmul_bf16_row();
   allow_ring<1, 1>();
   allow_ring<2, 1>();
   allow_ring<2, 2>();
@@ -664,7 +460,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
   // which splits x itself.
   if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    if (launch_row(x, weights, out, k, m, rows, stream)) return;
+    if (launch_matmul_bf16_row(x, weights, out, k, m, rows, stream)) return;
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
     // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
     // streams and 1.02x at 64 than by the most a group can have).
