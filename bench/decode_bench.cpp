@@ -18,7 +18,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "bandwidth.h"
 #include "io/checkpoint.h"
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 #include "machine_load.h"
 #include "models/registry.h"
 #include "random_fill.h"

@@ -20,6 +20,7 @@
 #endif
 #include "lanes/lane_host.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "timing.h"
 #include "weight_bytes.h"
 
@@ -61,7 +62,8 @@ struct LevelResult {
 [[maybe_unused]] double decode_rate(Model& model, bench::WeightBytes& counter, const Flags& flags, int streams,
                                     int64_t rounds, bool count) {
   std::mt19937 rng(uint32_t(1000 + streams));
-  LaneHost host(model, {flags.chunk, streams, streams});
+  ModelRunner runner(model);
+  LaneHost host(runner, {flags.chunk, streams, streams});
   std::vector<int64_t> got(size_t(streams), 0);
   for (int i = 0; i < streams; ++i) {
     auto submitted =
@@ -104,7 +106,8 @@ struct LevelResult {
 // The prompt's tokens over the time to its first token, the prompt filled alone.
 [[maybe_unused]] double timed_fill(Model& model, const Flags& flags) {
   std::mt19937 rng(7);
-  LaneHost host(model, {flags.chunk, 1, 1});
+  ModelRunner runner(model);
+  LaneHost host(runner, {flags.chunk, 1, 1});
   bench::Clock::time_point first{};
   bool have = false;
   (void)host.submit(random_request(rng, flags.fill, 1, model.info().vocab_size),

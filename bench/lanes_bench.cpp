@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "lanes/lane_host.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "timing.h"
 
 using namespace lockstep;
@@ -70,7 +71,8 @@ void wait_for(Timeline& timeline, int ends) {
 // Decode tok/s with `streams` streams: tokens after the last stream's first token, over the time
 // from then to the last token.
 double decode_rate(Model& model, const Args& args, int streams) {
-  LaneHost host(model, {args.chunk, streams, streams});
+  ModelRunner runner(model);
+  LaneHost host(runner, {args.chunk, streams, streams});
   Timeline timeline;
   timeline.times.resize(size_t(streams));
   host.start();
@@ -143,7 +145,8 @@ int main(int argc, char** argv) {
   }
 
   // The gap: stream 0 decodes; stream 1 sends a long prompt.
-  LaneHost host(**model, {args.chunk, 2, 2});
+  ModelRunner runner(**model);
+  LaneHost host(runner, {args.chunk, 2, 2});
   Timeline timeline;
   timeline.times.resize(2);
   host.start();
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
   host.stop();
   double shared_fill = bench::seconds_between(sent, first_token);
   // The same prompt filled with nothing else running.
-  LaneHost lone(**model, {args.chunk, 1, 1});
+  ModelRunner lone_runner(**model);
+  LaneHost lone(lone_runner, {args.chunk, 1, 1});
   Timeline alone;
   alone.times.resize(1);
   lone.start();

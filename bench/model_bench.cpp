@@ -11,6 +11,7 @@
 #include "lanes/lane_host.h"
 #include "machine_load.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "timing.h"
 
 using namespace lockstep;
@@ -46,7 +47,9 @@ int main(int argc, char** argv) {
   const ModelInfo& info = (*model)->info();
   double load_seconds = bench::seconds_since(load_start);
 
-  LaneHost host(**model, {chunk, 1, 1});
+  ModelRunner runner(**model);
+
+  LaneHost host(runner, {chunk, 1, 1});
   std::vector<bench::Clock::time_point> times;
   GenerateRequest request;
   for (int64_t i = 0; i < prompt; ++i) request.prompt.push_back(int32_t((i * 7919 + 13) % info.vocab_size));

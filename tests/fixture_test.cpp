@@ -10,7 +10,7 @@
 #include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "fixture_reference.h"
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 #include "models/registry.h"
 #include "test_support.h"
 

@@ -6,8 +6,9 @@
 
 #include "backend/backend_factory.h"
 #include "lanes/lane_host.h"
-#include "lanes/solo_run.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
+#include "runner/solo_run.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -86,7 +87,8 @@ TEST_P(LanesExactness, EveryConcurrencyLevelMatchesTheAloneRuns) {
     std::vector<std::vector<int32_t>> expected;
     for (const auto& request : all) expected.push_back(alone(request));
     for (int streams : {1, 2, 4, 8, 24}) {
-      LaneHost host(*model, {kChunk, streams, 64});
+      ModelRunner runner(*model);
+      LaneHost host(runner, {kChunk, streams, 64});
       std::vector<Result> results(static_cast<size_t>(streams));
       for (int i = 0; i < streams; ++i) submit(host, all[size_t(i)], results[size_t(i)]);
       run_until_idle(host);
@@ -104,7 +106,8 @@ TEST_P(LanesExactness, RoundsMixingGreedySampledAndLogprobStreamsMatchAloneRuns)
   std::vector<GenerateRequest> all;
   for (int i = 0; i < 6; ++i) all.push_back(i % 2 ? seeded[size_t(i)] : greedy[size_t(i)]);
   all[2].top_logprobs = 2;  // greedy, but its logits go to the host for the logprobs
-  LaneHost host(*model, {kChunk, 6, 64});
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 6, 64});
   std::vector<Result> results(all.size());
   for (size_t i = 0; i < all.size(); ++i) submit(host, all[i], results[i]);
   run_until_idle(host);
@@ -115,7 +118,8 @@ TEST_P(LanesExactness, ALongPromptArrivingMidDecodeChangesNothing) {
   std::vector<GenerateRequest> all = requests(6, true, 11);
   GenerateRequest long_prompt = requests(5, false, 13)[4];  // 300 tokens
   long_prompt.max_tokens = 6;
-  LaneHost host(*model, {kChunk, 8, 64});
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 8, 64});
   std::vector<Result> results(6);
   Result late;
   for (int i = 0; i < 6; ++i) submit(host, all[size_t(i)], results[size_t(i)]);
@@ -129,7 +133,8 @@ TEST_P(LanesExactness, ALongPromptArrivingMidDecodeChangesNothing) {
 TEST_P(LanesExactness, AStreamCancelledMidFillAndResentGivesTheSameIds) {
   GenerateRequest long_prompt = requests(5, true, 17)[4];
   GenerateRequest other = requests(2, true, 19)[1];
-  LaneHost host(*model, {kChunk, 8, 64});
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 8, 64});
   Result cancelled, neighbour, resent;
   submit(host, other, neighbour);
   submit(host, long_prompt, cancelled);

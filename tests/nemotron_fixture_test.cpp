@@ -10,7 +10,7 @@
 #include "io/json_file.h"
 #include "io/safetensors_writer.h"
 #include "io/temp_dir.h"
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 #include "models/registry.h"
 #include "test_support.h"
 

@@ -183,6 +183,31 @@ TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
   EXPECT_NE(metrics.body.find("lockstep_requests_total{outcome=\"invalid\"}"), std::string::npos);
 }
 
+TEST_P(ServerTest, A400NamesTheFieldAtFaultInParam) {
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8, 4096});
+  struct Bad {
+    std::string body;
+    std::string param;
+  } bads[] = {
+      {R"({"prompt": [1, 99999]})", "prompt"},
+      {R"({"prompt": [1, 4294967296]})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": [1, 2], "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": [1, 2], "max_tokens": 100000})", "max_tokens"},
+      {R"({"prompt": [1, 2], "temperature": 101})", "temperature"},
+      {R"({"prompt": [1, 2], "top_p": 0})", "top_p"},
+      {R"({"prompt": [1, 2], "min_p": 2})", "min_p"},
+      {R"({"prompt": [1, 2], "logprobs": 21})", "logprobs"},
+  };
+  for (const Bad& bad : bads) {
+    HttpReply reply = http_request(server.port(), "POST", "/v1/completions", bad.body);
+    EXPECT_EQ(reply.status, 400) << bad.body;
+    json error = json::parse(reply.body, nullptr, false);
+    ASSERT_FALSE(error.is_discarded()) << reply.body;
+    EXPECT_EQ(error["error"]["param"], bad.param) << bad.body << " -> " << reply.body;
+  }
+}
+
 TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
   TestServer server(slow_model(), "slow", {1, 1, 1 << 20, 512, WeightChoice::dummy});
   json slow = completion_body("slow", 5, false, 300);

@@ -21,7 +21,8 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   ServeSettings settings;
   settings.model_name = model_name;
   settings.lanes = {64, options.parallel, options.max_queue};
-  api_ = std::make_unique<OpenAiServer>(*model_, text_, settings);
+  runner_ = std::make_unique<ModelRunner>(*model_);
+  api_ = std::make_unique<OpenAiServer>(*runner_, text_, settings);
   HttpSettings http;
   http.port = 0;
   http.max_body_bytes = options.max_body;

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "server/http_server.h"
 #include "server/openai_server.h"
 #include "text/model_text.h"
@@ -34,6 +35,7 @@ class TestServer {
  private:
   CpuBackend backend_{2};
   std::unique_ptr<Model> model_;
+  std::unique_ptr<ModelRunner> runner_;
   ModelText text_;
   std::unique_ptr<OpenAiServer> api_;
   std::unique_ptr<HttpServer> http_;

@@ -91,13 +91,6 @@ struct MoeRouting {
   float scale = 1.0f;        // then multiply by this
 };
 
-// How to pick the token of one logit row: the request's settings and the position of the token
-// being chosen (the draw's key).
-struct SampleRow {
-  SamplingParams params;
-  int64_t position = 0;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -7,6 +7,7 @@
 
 #include "lanes/lane_host.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "text/model_text.h"
 
 namespace lockstep::cli {
@@ -87,7 +88,8 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   options.state_slots = flags.parallel;
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
-  LaneHost host(*loaded->model, {flags.chunk, flags.parallel, int32_t(lines.size()) + 1});
+  ModelRunner runner(*loaded->model);
+  LaneHost host(runner, {flags.chunk, flags.parallel, int32_t(lines.size()) + 1});
   for (Line& line : lines) {
     if (!line.request) continue;
     auto submitted = host.submit(*line.request, {[&line](int32_t id) { line.ids.push_back(id); },

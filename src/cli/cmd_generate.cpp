@@ -6,6 +6,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "lanes/lane_host.h"
+#include "runner/model_runner.h"
 #include "text/model_text.h"
 
 namespace lockstep::cli {
@@ -61,7 +62,8 @@ int run_one(const GenerateFlags& flags) {
   options.max_rows = flags.chunk;
   auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
-  LaneHost host(*loaded->model, {flags.chunk, 1, 1});
+  ModelRunner runner(*loaded->model);
+  LaneHost host(runner, {flags.chunk, 1, 1});
   // Text as it decodes, or ids with --ids (and always when the folder has no tokenizer).
   const bool print_text = text->has_tokenizer() && !flags.ids;
   std::optional<StreamingDetokenizer> detokenizer;

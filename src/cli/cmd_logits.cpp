@@ -4,7 +4,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "io/npy.h"
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 
 namespace lockstep::cli {
 

@@ -7,6 +7,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "runner/model_runner.h"
 #include "server/http_server.h"
 #include "server/openai_server.h"
 #include "text/model_text.h"
@@ -70,7 +71,8 @@ int run_serve(const ServeFlags& flags) {
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
-  OpenAiServer api(*loaded->model, *text, settings);
+  ModelRunner runner(*loaded->model);
+  OpenAiServer api(runner, *text, settings);
 
   HttpSettings http;
   http.host = flags.host;

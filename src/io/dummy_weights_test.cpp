@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 #include "models/registry.h"
 
 namespace lockstep {

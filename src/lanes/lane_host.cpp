@@ -10,34 +10,35 @@ void StreamHandle::cancel() const {
   if (host_) host_->wake();
 }
 
-LaneHost::LaneHost(Model& model, LaneSettings settings)
-    : model_(model),
+LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
+    : runner_(runner),
       settings_(settings),
-      memory_(model.info().kv_pages, model.info().page_size, model.info().state_slots) {
+      memory_(runner.info().kv_pages, runner.info().page_size, runner.info().state_slots) {
+  const ModelInfo& info = runner.info();
   stats_.unreserved_pages = memory_.unreserved_pages();
   stats_.free_slots = memory_.free_slots();
-  settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, model.info().max_rows));
-  int32_t slots = model.info().state_slots;
-  settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(model.info().max_rows)));
-  if (slots > 0) settings_.max_streams = std::min(settings_.max_streams, slots);
-  chosen_ids_ = model.backend().alloc(DType::i32, {std::max<int64_t>(1, model.info().max_rows)});
+  settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));
+  settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(info.max_rows)));
+  if (info.state_slots > 0) settings_.max_streams = std::min(settings_.max_streams, info.state_slots);
 }
 
 LaneHost::~LaneHost() { stop(); }
 
 LaneHost::Submitted LaneHost::submit(GenerateRequest request, StreamEvents events) {
-  const ModelInfo& info = model_.info();
-  if (Status ok = check_request(info, request); !ok.ok()) return {std::nullopt, SubmitError{SubmitError::Kind::invalid, ok.message()}};
+  const ModelInfo& info = runner_.info();
+  if (auto problem = check_request(info, request))
+    return {std::nullopt, SubmitError{SubmitError::Kind::invalid, problem->message, problem->field}};
   if (!memory_.fits_ever(stream_length_bound(info, request)))
     return {std::nullopt, SubmitError{SubmitError::Kind::invalid,
-                                      "the prompt plus max_tokens needs more KV pages than the server has"}};
+                                      "the prompt plus max_tokens needs more KV pages than the server has",
+                                      "max_tokens"}};
   auto stream = std::make_unique<Stream>();
   stream->request = std::move(request);
   stream->events = std::move(events);
   stream->control = std::make_shared<StreamControl>();
   std::lock_guard lock(mutex_);
   if (stats_.queued >= settings_.max_queue)
-    return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the queue is full; retry later"}};
+    return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the queue is full; retry later", ""}};
   stream->id = next_id_++;
   StreamHandle handle(stream->id, stream->control, this);
   incoming_.push_back(std::move(stream));
@@ -133,7 +134,7 @@ void LaneHost::drop_cancelled() {
 void LaneHost::admit() {
   while (!queued_.empty() && int32_t(active_.size()) < settings_.max_streams) {
     Stream& next = *queued_.front();
-    auto hold = memory_.admit(stream_length_bound(model_.info(), next.request));
+    auto hold = memory_.admit(stream_length_bound(runner_.info(), next.request));
     if (!hold) break;  // first come, first served: later streams wait too
     next.memory = std::move(*hold);
     next.admitted = true;

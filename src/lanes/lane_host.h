@@ -10,8 +10,12 @@
 // Exactness: a stream's tokens never depend on the other streams. Every op is row-invariant,
 // the fill plan cuts at fixed positions (fill_plan), and each draw is keyed by (seed, position).
 //
-// Thread-safety: submit() and StreamHandle::cancel() may be called from any thread. Events are
-// delivered on the lane thread (or the thread calling step()), in order: tokens, then one end.
+// Thread-safety: submit(), stats() and StreamHandle::cancel() may be called from any thread.
+// Events are delivered on the lane thread (or the thread calling step()), in order: tokens,
+// then one end; a callback must not block, since every other stream waits while it runs.
+//
+// Code: lane_host.cpp (submission, the loop, admission), lane_steps.cpp (fill steps, rounds,
+// accepting tokens, ending streams).
 #pragma once
 
 #include <atomic>
@@ -28,9 +32,8 @@
 
 #include "lanes/fill_plan.h"
 #include "lanes/request.h"
+#include "lanes/step_runner.h"
 #include "memory/stream_memory.h"
-#include "models/model.h"
-#include "sampling/sampler.h"
 
 namespace lockstep {
 
@@ -78,6 +81,7 @@ class StreamHandle {
 struct SubmitError {
   enum class Kind { invalid, busy } kind;
   std::string message;
+  std::string field;  // invalid: the request field at fault (RequestProblem::field), if one is
 };
 
 // Counters for metrics and tests. Read with LaneHost::stats().
@@ -91,13 +95,14 @@ struct LaneStats {
 
 class LaneHost {
  public:
-  LaneHost(Model& model, LaneSettings settings);
+  // The runner must outlive the host; only the lane thread (or step()'s caller) uses it.
+  LaneHost(StepRunner& runner, LaneSettings settings);
   ~LaneHost();
   LaneHost(const LaneHost&) = delete;
   LaneHost& operator=(const LaneHost&) = delete;
 
   const LaneSettings& settings() const { return settings_; }
-  const Model& model() const { return model_; }
+  const ModelInfo& info() const { return runner_.info(); }
 
   // Queues a stream. Refuses at once (nothing queued) a request that is invalid or can never
   // fit in memory, and a request that finds the queue full.
@@ -141,25 +146,23 @@ class LaneHost {
   void admit();
   void fill_step(Stream& stream);
   void round();
-  // Takes the ids of a pass's logit rows from the backend's sampler, so only ids leave the
-  // device; a row's logits are downloaded only when its stream asked for logprobs.
-  void accept_rows(const Tensor& logits, const std::vector<Stream*>& streams);
-  // Reports `id` as the token at the stream's next position (with its logprobs, from `logits`,
-  // when asked) and ends the stream if it is done. Returns false when the stream ended.
-  bool accept_token(Stream& stream, int32_t id, const float* logits);
+  // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
+  void plan_token(Stream& stream, int32_t logit_row);
+  // Runs plan_ and accepts each logit row's id for the stream in round_streams_ at its index;
+  // fails every active stream when the runner refuses the plan.
+  void run_plan();
+  // Reports `id` (with its logprobs when asked) as the token at the stream's next position and
+  // ends the stream if it is done (finish_after).
+  void accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs);
   void end(Stream& stream, StreamEnd how);
   void fail_all(const std::string& error);
 
-  Model& model_;
+  StepRunner& runner_;
   LaneSettings settings_;
   StreamMemory memory_;
-  ForwardBatch batch_;
-  std::vector<SampleRow> sample_rows_;
-  std::vector<float> logits_;  // one row: the logits of a stream that asked for logprobs
-  std::vector<Stream*> round_streams_;
-  OwnedTensor chosen_ids_;            // i32 [max_rows] on the backend: the token each logit row picked
-  std::vector<int32_t> chosen_host_;
-  TokenLogprobs logprobs_;
+  StepPlan plan_;
+  StepResult result_;
+  std::vector<Stream*> round_streams_;  // the stream of each logit row of plan_
 
   // Shared with submitters: guarded by mutex_.
   mutable std::mutex mutex_;

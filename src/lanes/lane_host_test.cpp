@@ -1,10 +1,10 @@
-// The lane host's policy, with a recording fake model: chunks, the alternation of fills and
+// The lane host's policy, with a recording fake runner: chunks, the alternation of fills and
 // rounds, cancels, admission, and that memory always returns to the pools.
 #include "lanes/lane_host.h"
 
 #include <gtest/gtest.h>
 
-#include "lanes/recording_model.h"
+#include "lanes/recording_runner.h"
 
 #include <random>
 #include <thread>
@@ -34,13 +34,13 @@ StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
   return submitted.handle.value_or(StreamHandle());
 }
 
-// The ids a stream of this request gets from the fake model, computed by hand.
+// The ids a stream of this request gets from the fake runner, computed by hand.
 std::vector<int32_t> expected_ids(const GenerateRequest& request) {
   std::vector<int32_t> ids;
   int32_t token = request.prompt.back();
   int32_t position = int32_t(request.prompt.size()) - 1;
   for (int64_t i = 0; i < request.max_tokens; ++i) {
-    token = RecordingModel::next_id(token, position++, kVocab);
+    token = RecordingRunner::next_id(token, position++, kVocab);
     ids.push_back(token);
   }
   return ids;
@@ -53,17 +53,17 @@ void run_until_idle(LaneHost& host) {
 
 class LaneHostTest : public ::testing::Test {
  protected:
-  RecordingModel model{kVocab, /*max_rows=*/64, /*max_context=*/512, /*page_size=*/16, /*kv_pages=*/128,
+  RecordingRunner runner{kVocab, /*max_rows=*/64, /*max_context=*/512, /*page_size=*/16, /*kv_pages=*/128,
                        /*state_slots=*/8};
 };
 
 TEST_F(LaneHostTest, OneCallFillsExactlyOneChunkAtThePlannedCuts) {
-  LaneHost host(model, {32, 4, 16});
+  LaneHost host(runner, {32, 4, 16});
   Outcome outcome;
   submit(host, request_of(100, 1), outcome);
   std::vector<std::pair<int32_t, int32_t>> cuts;
   while (host.step()) {
-    const auto& call = model.calls.back();
+    const auto& call = runner.calls.back();
     cuts.push_back({call.positions.front(), call.positions.back() + 1});
   }
   std::vector<std::pair<int32_t, int32_t>> expected;
@@ -74,19 +74,19 @@ TEST_F(LaneHostTest, OneCallFillsExactlyOneChunkAtThePlannedCuts) {
 }
 
 TEST_F(LaneHostTest, RoundsRunBetweenTheChunksOfALongPrompt) {
-  LaneHost host(model, {16, 4, 16});
+  LaneHost host(runner, {16, 4, 16});
   Outcome decoding, filling;
   submit(host, request_of(3, 50), decoding);
   host.step();  // fills the short prompt; it now decodes
   submit(host, request_of(100, 2, 5), filling);
-  size_t first = model.calls.size();
+  size_t first = runner.calls.size();
   for (int i = 0; i < 14; ++i) host.step();
-  if (model.calls[first].tokens.size() == 1) ++first;  // a round may come first
+  if (runner.calls[first].tokens.size() == 1) ++first;  // a round may come first
   // From here on calls alternate: a chunk of the long prompt (one sequence, many rows), then a
   // round (the decoding stream's one row).
-  for (size_t i = first; i + 1 < model.calls.size() && i < first + 12; i += 2) {
-    EXPECT_GT(model.calls[i].tokens.size(), 1u) << "call " << i << " is a fill step";
-    EXPECT_EQ(model.calls[i + 1].tokens.size(), 1u) << "call " << i + 1 << " is a round";
+  for (size_t i = first; i + 1 < runner.calls.size() && i < first + 12; i += 2) {
+    EXPECT_GT(runner.calls[i].tokens.size(), 1u) << "call " << i << " is a fill step";
+    EXPECT_EQ(runner.calls[i + 1].tokens.size(), 1u) << "call " << i + 1 << " is a round";
   }
   run_until_idle(host);
   EXPECT_EQ(decoding.ids, expected_ids(request_of(3, 50)));
@@ -94,7 +94,7 @@ TEST_F(LaneHostTest, RoundsRunBetweenTheChunksOfALongPrompt) {
 }
 
 TEST_F(LaneHostTest, ConcurrentStreamsGetTheirAloneIds) {
-  LaneHost host(model, {8, 8, 64});
+  LaneHost host(runner, {8, 8, 64});
   std::vector<Outcome> outcomes(20);
   std::vector<GenerateRequest> requests;
   for (int i = 0; i < 20; ++i) requests.push_back(request_of(1 + i * 7, 3 + i % 5, i + 2));
@@ -112,18 +112,18 @@ TEST_F(LaneHostTest, ConcurrentStreamsGetTheirAloneIds) {
 }
 
 TEST_F(LaneHostTest, CancelBetweenChunksStopsTheFillAndFreesItsMemory) {
-  LaneHost host(model, {16, 4, 16});
+  LaneHost host(runner, {16, 4, 16});
   Outcome outcome;
   StreamHandle handle = submit(host, request_of(100, 4), outcome);
   host.step();
   host.step();
-  ASSERT_EQ(model.calls.size(), 2u);
-  EXPECT_EQ(model.calls.back().positions.back(), 31);  // two chunks landed
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(runner.calls.back().positions.back(), 31);  // two chunks landed
   handle.cancel();
   host.step();
   ASSERT_TRUE(outcome.end.has_value());
   EXPECT_EQ(outcome.end->kind, StreamEnd::Kind::cancelled);
-  EXPECT_EQ(model.calls.size(), 2u);  // nothing ran after the cancel
+  EXPECT_EQ(runner.calls.size(), 2u);  // nothing ran after the cancel
   EXPECT_TRUE(outcome.ids.empty());
   // Resent, it gives what a run that was never cancelled gives.
   Outcome again;
@@ -133,7 +133,7 @@ TEST_F(LaneHostTest, CancelBetweenChunksStopsTheFillAndFreesItsMemory) {
 }
 
 TEST_F(LaneHostTest, NoStreamStarvesUnderASteadyFlowOfNewPrompts) {
-  LaneHost host(model, {16, 8, 64});
+  LaneHost host(runner, {16, 8, 64});
   Outcome steady;
   submit(host, request_of(4, 40), steady);
   host.step();
@@ -153,7 +153,7 @@ TEST_F(LaneHostTest, NoStreamStarvesUnderASteadyFlowOfNewPrompts) {
 }
 
 TEST_F(LaneHostTest, MemoryReturnsToThePoolsAfterEveryKindOfEnding) {
-  RecordingModel small{kVocab, 64, 256, 16, /*kv_pages=*/16, /*state_slots=*/2, /*end_id=*/-1};
+  RecordingRunner small{kVocab, 64, 256, 16, /*kv_pages=*/16, /*state_slots=*/2, /*end_id=*/-1};
   LaneHost host(small, {16, 2, 8});
   Outcome by_length, by_context, queued_then_cancelled, active_then_cancelled;
   submit(host, request_of(10, 3), by_length);
@@ -187,8 +187,8 @@ TEST_F(LaneHostTest, MemoryReturnsToThePoolsAfterEveryKindOfEnding) {
 }
 
 TEST_F(LaneHostTest, EndIdsStopAStreamUnlessIgnored) {
-  int32_t end_id = RecordingModel::next_id(1, 0, kVocab);  // the first id after prompt {1}
-  RecordingModel with_end{kVocab, 64, 512, 16, 64, 4, end_id};
+  int32_t end_id = RecordingRunner::next_id(1, 0, kVocab);  // the first id after prompt {1}
+  RecordingRunner with_end{kVocab, 64, 512, 16, 64, 4, end_id};
   LaneHost host(with_end, {16, 4, 16});
   GenerateRequest request = request_of(1, 5);
   request.ignore_eos = false;
@@ -203,7 +203,7 @@ TEST_F(LaneHostTest, EndIdsStopAStreamUnlessIgnored) {
 }
 
 TEST_F(LaneHostTest, RefusesInvalidAndOversizedRequestsAndAFullQueue) {
-  LaneHost host(model, {16, 1, 2});
+  LaneHost host(runner, {16, 1, 2});
   auto empty = host.submit(GenerateRequest{}, {});
   ASSERT_TRUE(empty.error.has_value());
   EXPECT_EQ(empty.error->kind, SubmitError::Kind::invalid);
@@ -220,7 +220,7 @@ TEST_F(LaneHostTest, RefusesInvalidAndOversizedRequestsAndAFullQueue) {
 }
 
 TEST_F(LaneHostTest, ThreadedHostDeliversEverythingAndStopCancelsTheRest) {
-  LaneHost host(model, {16, 4, 64});
+  LaneHost host(runner, {16, 4, 64});
   host.start();
   std::vector<Outcome> outcomes(8);
   std::vector<GenerateRequest> requests;
@@ -246,7 +246,7 @@ TEST_F(LaneHostTest, ThreadedHostDeliversEverythingAndStopCancelsTheRest) {
 }
 
 TEST_F(LaneHostTest, StopCancelsWhatIsLeft) {
-  LaneHost host(model, {16, 4, 64});
+  LaneHost host(runner, {16, 4, 64});
   Outcome waiting;
   submit(host, request_of(5, 40), waiting);
   host.stop();
@@ -262,8 +262,8 @@ namespace lockstep {
 namespace {
 
 TEST(LaneHostStress, HundredsOfStreamsWithRandomCancelsLeaveThePoolsFull) {
-  RecordingModel model{kVocab, 64, 256, 16, /*kv_pages=*/96, /*state_slots=*/6};
-  LaneHost host(model, {16, 6, 512});
+  RecordingRunner runner{kVocab, 64, 256, 16, /*kv_pages=*/96, /*state_slots=*/6};
+  LaneHost host(runner, {16, 6, 512});
   host.start();
   std::mt19937 rng(99);
   constexpr int kStreams = 400;

@@ -1,8 +1,6 @@
 #include "lanes/request.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 namespace lockstep {
 
@@ -15,40 +13,35 @@ const char* finish_reason_name(FinishReason reason) {
   return "length";
 }
 
-Status check_request(const ModelInfo& info, const GenerateRequest& request) {
-  if (request.prompt.empty()) return make_error("the prompt is empty");
-  for (int32_t id : request.prompt)
+std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt) {
+  if (prompt.empty()) return RequestProblem{"prompt", "the prompt is empty"};
+  for (int32_t id : prompt)
     if (id < 0 || id >= info.vocab_size)
-      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(info.vocab_size) + ")");
-  if (int64_t(request.prompt.size()) >= info.max_context)
-    return make_error("the prompt has " + std::to_string(request.prompt.size()) +
-                      " tokens; the context holds " + std::to_string(info.max_context) +
-                      " including at least one generated token");
-  if (request.max_tokens < 1) return make_error("max_tokens must be at least 1");
-  if (request.top_logprobs < -1 || request.top_logprobs > 20) return make_error("logprobs must be between 0 and 20");
-  return validate(request.sampling);
+      return RequestProblem{"prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                          std::to_string(info.vocab_size) + ")"};
+  if (int64_t(prompt.size()) >= info.max_context)
+    return RequestProblem{"prompt", "the prompt has " + std::to_string(prompt.size()) +
+                                        " tokens; the context holds " + std::to_string(info.max_context) +
+                                        ", including at least one generated token"};
+  return std::nullopt;
 }
 
-void compute_logprobs(const float* logits, int64_t vocab, int32_t id, int32_t top, TokenLogprobs& out) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < vocab; ++i)
-    if (logits[i] > max) max = logits[i];
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - max);
-  const double log_sum = double(max) + std::log(sum);
-  out.id = id;
-  out.logprob = float(double(logits[id]) - log_sum);
-  out.top.clear();
-  for (int64_t i = 0; i < vocab; ++i) {
-    float value = logits[i];
-    if (int32_t(out.top.size()) == top && (top == 0 || !(value > out.top.back().second))) continue;
-    auto at = std::upper_bound(out.top.begin(), out.top.end(), value,
-                               [](float v, const std::pair<int32_t, float>& e) { return v > e.second; });
-    out.top.insert(at, {int32_t(i), value});
-    if (int32_t(out.top.size()) > top) out.top.pop_back();
-  }
-  for (auto& entry : out.top) entry.second = float(double(entry.second) - log_sum);
+std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request) {
+  if (auto problem = check_prompt(info, request.prompt)) return problem;
+  if (request.max_tokens < 1) return RequestProblem{"max_tokens", "max_tokens must be at least 1"};
+  if (request.top_logprobs < -1 || request.top_logprobs > 20)
+    return RequestProblem{"logprobs", "logprobs must be between 0 and 20"};
+  if (auto problem = sampling_problem(request.sampling)) return RequestProblem{problem->field, problem->message};
+  return std::nullopt;
+}
+
+std::optional<FinishReason> finish_after(const ModelInfo& info, const GenerateRequest& request, int32_t id,
+                                         int64_t generated, int64_t position) {
+  const auto& eos = info.eos_ids;
+  if (!request.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return FinishReason::stop;
+  if (generated >= request.max_tokens) return FinishReason::length;
+  if (position + 1 >= info.max_context) return FinishReason::context;
+  return std::nullopt;
 }
 
 int64_t stream_length_bound(const ModelInfo& info, const GenerateRequest& request) {

@@ -1,12 +1,13 @@
-// What a client asks of one stream, and how a stream ends.
+// What a client asks of one stream, the one check every entry point runs on it (HTTP, the CLI,
+// the lane host, SoloRun), and the one rule that ends a stream.
 #pragma once
 
 #include <cstdint>
-#include <utility>
+#include <optional>
+#include <string>
 #include <vector>
 
-#include "base/status.h"
-#include "models/model.h"
+#include "models/model_info.h"
 #include "sampling/sampler.h"
 
 namespace lockstep {
@@ -18,16 +19,6 @@ struct GenerateRequest {
   bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
   int32_t top_logprobs = -1; // -1: no logprobs; 0..20: report each chosen id's logprob and this many alternatives
 };
-
-// The log-probabilities (log-softmax of the raw logits) around one chosen id.
-struct TokenLogprobs {
-  int32_t id = 0;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // the most likely ids, best first, ties to the lower id
-};
-
-// Fills `out` for the id chosen from `logits` [vocab]; `top` alternatives.
-void compute_logprobs(const float* logits, int64_t vocab, int32_t id, int32_t top, TokenLogprobs& out);
 
 enum class FinishReason {
   length,   // max_tokens generated
@@ -42,10 +33,27 @@ struct GenerateResult {
   FinishReason finish = FinishReason::length;
 };
 
-// Checks a request against the model before anything runs: a non-empty prompt of ids in the
-// vocabulary that leaves room for at least one generated token, max_tokens >= 1, and valid
-// sampling settings.
-[[nodiscard]] Status check_request(const ModelInfo& info, const GenerateRequest& request);
+// Why a request was refused: the field at fault, named as the OpenAI API names it ("prompt",
+// "max_tokens", "temperature", ...; HTTP's `param`), and a message that says what is wrong.
+struct RequestProblem {
+  std::string field;
+  std::string message;
+};
+
+// A prompt a model can take: non-empty, every id in the vocabulary, and shorter than the
+// context, so that at least one token can follow it. The one threshold for every entry point.
+[[nodiscard]] std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt);
+
+// check_prompt, then max_tokens >= 1, logprobs in 0..20 and valid sampling settings. A
+// max_tokens past the context is allowed here (the stream ends at the context, finish_after);
+// the HTTP API refuses it as OpenAI's does.
+[[nodiscard]] std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request);
+
+// Whether a stream ends once `id` is its generated token number `generated` (1-based) at
+// `position`: an end id (unless ignore_eos), then max_tokens, then the context. The lanes and
+// SoloRun both stop by it.
+[[nodiscard]] std::optional<FinishReason> finish_after(const ModelInfo& info, const GenerateRequest& request,
+                                                      int32_t id, int64_t generated, int64_t position);
 
 // Positions a stream may reach: its prompt plus max_tokens, capped by the context.
 int64_t stream_length_bound(const ModelInfo& info, const GenerateRequest& request);

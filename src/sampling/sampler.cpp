@@ -31,19 +31,20 @@ std::string show(double value) {
 
 }  // namespace
 
+std::optional<SamplingProblem> sampling_problem(const SamplingParams& params) {
+  if (!(params.temperature >= 0.0f && params.temperature <= kMaxTemperature))
+    return SamplingProblem{"temperature", "temperature must be in [0, 100], got " + show(params.temperature)};
+  if (params.top_k < 0)
+    return SamplingProblem{"top_k", "top_k must be >= 0 (0: off), got " + std::to_string(params.top_k)};
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f))
+    return SamplingProblem{"top_p", "top_p must be in (0, 1] (1: off), got " + show(params.top_p)};
+  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f))
+    return SamplingProblem{"min_p", "min_p must be in [0, 1] (0: off), got " + show(params.min_p)};
+  return std::nullopt;
+}
+
 Status validate(const SamplingParams& params) {
-  if (!(params.temperature >= 0.0f && params.temperature <= kMaxTemperature)) {
-    return make_error("temperature must be in [0, 100], got " + show(params.temperature));
-  }
-  if (params.top_k < 0) {
-    return make_error("top_k must be >= 0 (0: off), got " + std::to_string(params.top_k));
-  }
-  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
-    return make_error("top_p must be in (0, 1] (1: off), got " + show(params.top_p));
-  }
-  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) {
-    return make_error("min_p must be in [0, 1] (0: off), got " + show(params.min_p));
-  }
+  if (auto problem = sampling_problem(params)) return make_error(problem->message);
   return Status::success();
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -19,8 +21,23 @@ struct SamplingParams {
   uint64_t seed = 0;         // keys the draws; unused when greedy
 };
 
-// Success, or an error naming the first field out of range and its value. Ranges: temperature
-// in [0, 100] (finite), top_k >= 0, top_p in (0, 1], min_p in [0, 1]; NaN is out of range.
+// How to pick the token of one logit row: the request's settings and the position of the token
+// being chosen (the draw's key).
+struct SampleRow {
+  SamplingParams params;
+  int64_t position = 0;
+};
+
+// The first field out of range, with a message that names it and its value. Ranges:
+// temperature in [0, 100] (finite), top_k >= 0, top_p in (0, 1], min_p in [0, 1]; NaN is out
+// of range.
+struct SamplingProblem {
+  const char* field;  // "temperature", "top_k", "top_p" or "min_p"
+  std::string message;
+};
+[[nodiscard]] std::optional<SamplingProblem> sampling_problem(const SamplingParams& params);
+
+// Success, or sampling_problem's message.
 [[nodiscard]] Status validate(const SamplingParams& params);
 
 // A seed for a request that gave none, from std::random_device (not reproducible). The caller

@@ -53,7 +53,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   auto submitted = lanes_.submit(req.generate, channel->events(req.generate.top_logprobs >= 0));
   if (submitted.error) {
     bool busy = submitted.error->kind == SubmitError::Kind::busy;
-    return send_error(responder, {busy ? 503 : 400, submitted.error->message, busy ? "server_busy" : "invalid_request_error", "", ""},
+    return send_error(responder, {busy ? 503 : 400, submitted.error->message, busy ? "server_busy" : "invalid_request_error",
+                                  submitted.error->field, ""},
                       busy ? "busy" : "invalid");
   }
   const StreamHandle handle = *submitted.handle;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lanes/request.h"
+#include "sampling/logprobs.h"
 #include "text/model_text.h"
 
 namespace lockstep {

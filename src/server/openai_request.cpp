@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <climits>
 #include <cmath>
 
 namespace lockstep {
@@ -80,17 +81,18 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
     if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, out);
     for (const auto& id : *prompt) {
       if (!id.is_number_integer()) return bad("'prompt' must be a string or an array of token ids", "prompt");
-      int64_t value = id.get<int64_t>();
-      if (value < 0 || value >= context.info->vocab_size)
-        return bad("token id " + std::to_string(value) + " is outside the vocabulary [0, " +
+      // An integer past int32 is no id (check_request checks the rest against the vocabulary).
+      const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                                : id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX;
+      if (!fits)
+        return bad("token id " + id.dump() + " is outside the vocabulary [0, " +
                        std::to_string(context.info->vocab_size) + ")",
                    "prompt");
-      out.generate.prompt.push_back(int32_t(value));
+      out.generate.prompt.push_back(id.get<int32_t>());
     }
   } else {
     return bad("'prompt' must be a string or an array of token ids", "prompt");
   }
-  if (out.generate.prompt.empty()) return bad("the prompt is empty", "prompt");
   return std::nullopt;
 }
 
@@ -160,16 +162,6 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
     }
   }
   if (n && *n != 1) return bad("only n = 1 is supported", "n");
-  if (room < 1)
-    return bad("the prompt has " + std::to_string(out.generate.prompt.size()) + " tokens; this model's context holds " +
-                   std::to_string(context.info->max_context) + " including at least one generated token",
-               "prompt");
-  if (max_tokens && *max_tokens < 1) return bad("'max_tokens' must be at least 1", "max_tokens");
-  if (max_tokens && *max_tokens > room)
-    return bad("the prompt (" + std::to_string(out.generate.prompt.size()) + " tokens) plus max_tokens (" +
-                   std::to_string(*max_tokens) + ") is over this model's context of " +
-                   std::to_string(context.info->max_context),
-               "max_tokens");
   out.generate.max_tokens = max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
   SamplingParams& sampling = out.generate.sampling;
   sampling.temperature = float(temperature.value_or(context.default_temperature));
@@ -182,7 +174,18 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
   if (seed && *seed < 0) return bad("'seed' must not be negative", "seed");
   out.seed_given = seed.has_value();
   sampling.seed = seed ? uint64_t(*seed) : fresh_seed();
-  if (Status valid = validate(sampling); !valid.ok()) return bad(valid.message());
+  // The check every entry point runs (lanes/request.h), then the API's own rule: OpenAI refuses
+  // a max_tokens past the context where the lanes would end the stream there.
+  if (auto problem = check_request(*context.info, out.generate)) {
+    const bool prompt = problem->field == "prompt";
+    const bool logprobs = problem->field == "logprobs";
+    return bad(problem->message, prompt && chat ? "messages" : logprobs && chat ? "top_logprobs" : problem->field);
+  }
+  if (out.generate.max_tokens > room)
+    return bad("the prompt (" + std::to_string(out.generate.prompt.size()) + " tokens) plus max_tokens (" +
+                   std::to_string(out.generate.max_tokens) + ") is over this model's context of " +
+                   std::to_string(context.info->max_context),
+               "max_tokens");
   return out;
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lanes/request.h"
-#include "models/model.h"
+#include "models/model_info.h"
 #include "text/model_text.h"
 
 namespace lockstep {

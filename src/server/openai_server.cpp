@@ -5,9 +5,9 @@
 
 namespace lockstep {
 
-OpenAiServer::OpenAiServer(Model& model, const ModelText& text, ServeSettings settings)
-    : model_(model), text_(text), settings_(std::move(settings)), lanes_(model, settings_.lanes) {
-  context_.info = &model.info();
+OpenAiServer::OpenAiServer(StepRunner& runner, const ModelText& text, ServeSettings settings)
+    : text_(text), settings_(std::move(settings)), lanes_(runner, settings_.lanes) {
+  context_.info = &runner.info();
   context_.text = &text;
   context_.model_name = settings_.model_name;
   context_.default_temperature = settings_.default_temperature;
@@ -45,7 +45,7 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
                               {"object", "model"},
                               {"created", int64_t(std::time(nullptr))},
                               {"owned_by", "lockstep"},
-                              {"max_model_len", model_.info().max_context}}}}};
+                              {"max_model_len", lanes_.info().max_context}}}}};
     return responder.send(200, "application/json", body.dump());
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {

@@ -24,8 +24,9 @@ struct ServeSettings {
 
 class OpenAiServer {
  public:
-  // The model and text must outlive the server. Starts the lane thread.
-  OpenAiServer(Model& model, const ModelText& text, ServeSettings settings);
+  // The runner (runner/model_runner.h over the loaded model) and the text must outlive the
+  // server. Starts the lane thread, which alone uses the runner.
+  OpenAiServer(StepRunner& runner, const ModelText& text, ServeSettings settings);
   ~OpenAiServer();
 
   // The HTTP handler: routes one request. Safe from many connection threads at once.
@@ -40,7 +41,6 @@ class OpenAiServer {
   void completion(const HttpRequest& request, HttpResponder& responder, bool chat);
   void send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome);
 
-  Model& model_;
   const ModelText& text_;
   ServeSettings settings_;
   RequestContext context_;

@@ -1,5 +1,6 @@
 // One stream run alone: fill the prompt chunk by chunk, then decode one token a round. The
-// CLI's logits and the tests' alone runs use it; the lane host runs many streams the same way.
+// CLI's logits, the benches and the tests' alone runs use it; the lane host runs many streams
+// the same way, through a StepRunner.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +21,13 @@ class SoloRun {
   // chunk_size: the fill plan's chunk, at most the model's max_rows.
   SoloRun(Model& model, int64_t chunk_size);
 
-  // Checks the prompt (non-empty, ids in range, fits the context) before anything runs.
-  [[nodiscard]] Status check_prompt(const std::vector<int32_t>& prompt) const;
-  // Fills and decodes. on_token (optional) sees each id as it is chosen.
+  // Checks the request (check_request), fills and decodes, stopping by finish_after. on_token
+  // (optional) sees each id as it is chosen. Tokens are picked on the host (Sampler) from
+  // downloaded logits: a reference independent of the backend's sampler.
   [[nodiscard]] Expected<GenerateResult> generate(const GenerateRequest& request,
                                                   const std::function<void(int32_t)>& on_token = {});
-  // Fills the prompt and returns the logits of every position, f32 [n, vocab] row-major.
+  // Checks the prompt (check_prompt), fills it and returns the logits of every position, f32
+  // [n, vocab] row-major.
   [[nodiscard]] Expected<std::vector<float>> prompt_logits(const std::vector<int32_t>& prompt);
 
  private:

@@ -1,4 +1,4 @@
-#include "lanes/solo_run.h"
+#include "runner/solo_run.h"
 
 #include <algorithm>
 
@@ -14,18 +14,13 @@ SoloRun::SoloRun(Model& model, int64_t chunk_size)
   if (model.info().state_slots > 0) slot_ = *slots_.acquire();
 }
 
-Status SoloRun::check_prompt(const std::vector<int32_t>& prompt) const {
-  const ModelInfo& info = model_.info();
-  if (prompt.empty()) return make_error("the prompt is empty");
-  for (int32_t id : prompt)
-    if (id < 0 || id >= info.vocab_size)
-      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(info.vocab_size) + ")");
-  if (int64_t(prompt.size()) > info.max_context)
-    return make_error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
-                      std::to_string(info.max_context));
-  return Status::success();
+namespace {
+
+Status as_status(const std::optional<RequestProblem>& problem) {
+  return problem ? Status(make_error(problem->message)) : Status::success();
 }
+
+}  // namespace
 
 Status SoloRun::run_rows(const std::vector<int32_t>& tokens, int64_t begin, int64_t end, bool all_logits,
                          std::vector<float>& logits) {
@@ -48,8 +43,7 @@ Status SoloRun::run_rows(const std::vector<int32_t>& tokens, int64_t begin, int6
 
 Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
                                            const std::function<void(int32_t)>& on_token) {
-  LOCKSTEP_TRY(check_prompt(request.prompt));
-  LOCKSTEP_TRY(validate(request.sampling));
+  LOCKSTEP_TRY(as_status(check_request(model_.info(), request)));
   const ModelInfo& info = model_.info();
   pages_.release(table_);
   std::vector<int32_t> tokens = request.prompt;
@@ -59,19 +53,14 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
 
   GenerateResult result;
   Sampler sampler(int(info.vocab_size));
-  while (int64_t(result.tokens.size()) < request.max_tokens) {
-    int64_t position = int64_t(tokens.size());
-    int32_t id = sampler.sample(logits.data(), request.sampling, position);
+  for (;;) {
+    const int64_t position = int64_t(tokens.size());
+    const int32_t id = sampler.sample(logits.data(), request.sampling, position);
     result.tokens.push_back(id);
     tokens.push_back(id);
     if (on_token) on_token(id);
-    if (!request.ignore_eos && std::find(info.eos_ids.begin(), info.eos_ids.end(), id) != info.eos_ids.end()) {
-      result.finish = FinishReason::stop;
-      break;
-    }
-    if (int64_t(result.tokens.size()) == request.max_tokens) break;
-    if (position + 1 >= info.max_context) {
-      result.finish = FinishReason::context;
+    if (auto finish = finish_after(info, request, id, int64_t(result.tokens.size()), position)) {
+      result.finish = *finish;
       break;
     }
     LOCKSTEP_TRY(run_rows(tokens, position, position + 1, false, logits));
@@ -81,7 +70,7 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
 }
 
 Expected<std::vector<float>> SoloRun::prompt_logits(const std::vector<int32_t>& prompt) {
-  LOCKSTEP_TRY(check_prompt(prompt));
+  LOCKSTEP_TRY(as_status(check_prompt(model_.info(), prompt)));
   pages_.release(table_);
   std::vector<float> all, chunk_logits;
   for (const FillChunk& chunk : fill_plan(0, int64_t(prompt.size()), chunk_size_)) {

@@ -1,0 +1,45 @@
+// What the lane host asks of the model: run one step's plan (a fill chunk or a round) and
+// return the token each logit row picked. Sampling, downloads and device buffers stay behind
+// this interface (runner/model_runner.h is the real one, lanes/recording_runner.h the fake the
+// lane tests use), so the lane host sees plans going out and ids coming back.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "models/model_info.h"
+#include "sampling/logprobs.h"
+#include "sampling/sampler.h"
+
+namespace lockstep {
+
+// One step: a forward pass and how to pick each of its logit rows' tokens.
+struct StepPlan {
+  ForwardBatch batch;                 // rows, positions, sequences, page tables, slots, logit rows
+  std::vector<SampleRow> samples;     // [batch.logit_rows.size()]: settings and the draw's position
+  std::vector<int32_t> top_logprobs;  // [batch.logit_rows.size()]: -1 none, else alternatives wanted
+
+  void clear() {
+    batch.clear();
+    samples.clear();
+    top_logprobs.clear();
+  }
+};
+
+// What a step gave, one entry per logit row; reused from step to step.
+struct StepResult {
+  std::vector<int32_t> ids;              // the token each logit row picked
+  std::vector<TokenLogprobs> logprobs;   // filled where the plan's top_logprobs[i] >= 0
+};
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual const ModelInfo& info() const = 0;
+  // Runs the plan. An error (a batch the model refuses) means no row advanced: the caller
+  // fails the streams in it. Called from one thread at a time.
+  [[nodiscard]] virtual Status run(const StepPlan& plan, StepResult& result) = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,28 @@
+// The real StepRunner: runs a plan's forward pass on a Model, picks each logit row's token with
+// the backend's sampler (Backend::sample), and downloads only the ids, plus the logits of rows
+// whose streams asked for logprobs. Drafts, prompt-cache restores and grammar masks plug in here,
+// behind the lane host's one call.
+#pragma once
+
+#include <vector>
+
+#include "lanes/step_runner.h"
+#include "models/model.h"
+
+namespace lockstep {
+
+class ModelRunner final : public StepRunner {
+ public:
+  // The model must outlive the runner. Not thread-safe: one thread runs steps.
+  explicit ModelRunner(Model& model);
+
+  const ModelInfo& info() const override { return model_.info(); }
+  Status run(const StepPlan& plan, StepResult& result) override;
+
+ private:
+  Model& model_;
+  OwnedTensor chosen_ids_;      // i32 [max_rows] on the backend: the token each logit row picked
+  std::vector<float> logits_;   // one row: the logits of a stream that asked for logprobs
+};
+
+}  // namespace lockstep
