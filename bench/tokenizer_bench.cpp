@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "machine_load.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "timing.h"
 
 namespace lockstep::bench {

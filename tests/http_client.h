@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "server/http_client.h"
+#include "http/http_client.h"
 
 namespace lockstep {
 

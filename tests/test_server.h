@@ -9,7 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "models/registry.h"
 #include "runner/model_runner.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "server/openai_server.h"
 #include "text/model_text.h"
 

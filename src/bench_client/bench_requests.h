@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/http_client.h"
+#include "http/http_client.h"
 
 namespace lockstep::bench {
 

@@ -43,7 +43,7 @@ struct LoadedModel {
 [[nodiscard]] Expected<std::vector<int32_t>> parse_token_list(const std::string& text);
 
 // Adds --tokenizer-json-only: run the folder's tokenizer.json as written instead of the
-// tokenizer transformers builds from the folder (see text/tokenizer_transformers.h).
+// tokenizer transformers builds from the folder (see tokenizer/tokenizer_transformers.h).
 void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only);
 
 // A --messages file: a non-empty JSON array of {role, content}.

@@ -10,7 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "server/http_client.h"
+#include "http/http_client.h"
 
 namespace lockstep::cli {
 

@@ -8,6 +8,7 @@
 #include "lanes/lane_host.h"
 #include "runner/model_runner.h"
 #include "text/model_text.h"
+#include "tokenizer/streaming_detokenizer.h"
 
 namespace lockstep::cli {
 

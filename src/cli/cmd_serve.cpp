@@ -8,7 +8,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "runner/model_runner.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "server/openai_server.h"
 #include "text/model_text.h"
 

@@ -9,6 +9,7 @@
 #include "server/openai_server.h"
 #include "server/stop_strings.h"
 #include "server/stream_channel.h"
+#include "tokenizer/streaming_detokenizer.h"
 
 namespace lockstep {
 

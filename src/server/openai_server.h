@@ -8,7 +8,7 @@
 #include <string>
 
 #include "lanes/lane_host.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "text/model_text.h"

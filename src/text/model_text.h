@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "text/chat_template.h"
-#include "text/tokenizer.h"
+#include "chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep {
 

@@ -1,0 +1,31 @@
+# Fails when a file under src/ includes a header of a folder its own folder may not use.
+#   cmake -DSRC=<dir with one folder per library> -DRULES=<rules file> -P check_layering.cmake
+# The rules file (written by lockstep_library in CMakeLists.txt) sets LOCKSTEP_MAY_USE_<folder>
+# to the folders, and single headers ("models/model_info.h"), that folder may include.
+cmake_minimum_required(VERSION 3.25)
+get_filename_component(SRC "${SRC}" ABSOLUTE)
+include("${RULES}")
+file(GLOB_RECURSE files RELATIVE "${SRC}" "${SRC}/*.h" "${SRC}/*.cpp" "${SRC}/*.cuh" "${SRC}/*.cu")
+set(problems "")
+foreach(file IN LISTS files)
+  string(REGEX MATCH "^[^/]+" folder "${file}")
+  if(NOT DEFINED LOCKSTEP_MAY_USE_${folder})
+    string(APPEND problems "\n  src/${file}: the folder '${folder}' is no library in CMakeLists.txt")
+    continue()
+  endif()
+  file(STRINGS "${SRC}/${file}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^[^\"]*\"([^\"]+)\".*$" "\\1" header "${line}")
+    string(REGEX MATCH "^[^/]+" used "${header}")
+    if(used STREQUAL folder OR used STREQUAL header)
+      continue()  # its own folder, or a header beside it
+    endif()
+    if(used IN_LIST LOCKSTEP_MAY_USE_${folder} OR header IN_LIST LOCKSTEP_MAY_USE_${folder})
+      continue()
+    endif()
+    string(APPEND problems "\n  src/${file} includes \"${header}\", but ${folder} may use only: ${LOCKSTEP_MAY_USE_${folder}}")
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "lockstep layering: an include runs against the folder order in CMakeLists.txt${problems}")
+endif()

@@ -1,0 +1,49 @@
+// What an HTTP handler sees: the request, the responder it answers through, and the server's
+// settings. Shared by the server (http_server.h) and its connections (http_connection.h).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace lockstep {
+
+struct HttpRequest {
+  std::string method;                          // "GET", "POST", ...
+  std::string path;                            // without the query string
+  std::string query;                           // after '?', undecoded
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+};
+
+// How a handler answers: once with send(), or as a stream (start_stream, write_chunk...,
+// end_stream) sent with chunked transfer encoding. Not thread-safe: the handler's thread only.
+class HttpResponder {
+ public:
+  virtual ~HttpResponder() = default;
+  virtual void send(int status, const std::string& content_type, const std::string& body,
+                    const std::map<std::string, std::string>& headers = {}) = 0;
+  virtual void start_stream(int status, const std::string& content_type,
+                            const std::map<std::string, std::string>& headers = {}) = 0;
+  // False when the client is gone (the stream should stop).
+  [[nodiscard]] virtual bool write_chunk(const std::string& data) = 0;
+  virtual void end_stream() = 0;
+  // True when the client closed its side of the connection (checked without blocking). Bytes of
+  // a pipelined next request do not count as gone.
+  virtual bool client_gone() = 0;
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
+
+struct HttpSettings {
+  std::string host = "127.0.0.1";
+  int port = 8080;                        // 0: any free port (see HttpServer::port)
+  int max_connections = 256;
+  size_t max_body_bytes = 8 << 20;        // larger bodies get 413
+  size_t max_header_bytes = 64 << 10;     // larger headers get 431
+  int idle_timeout_seconds = 60;          // a keep-alive connection idle this long is closed;
+                                          // also the limit on a stalled read or write; <= 0: none
+};
+
+}  // namespace lockstep

@@ -1,0 +1,4 @@
+// May include low.
+#pragma once
+
+#include "low/low.h"

@@ -1,0 +1,4 @@
+// Includes a higher folder: the check must refuse this.
+#pragma once
+
+#include "high/high.h"
