@@ -13,8 +13,8 @@
 //   fold: each split joins the running max, sum and columns in position order.
 // Every step's order is fixed by the row's length alone, so a row's output is the same bits
 // whatever else shares the launch.
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 
 namespace lockstep {
 
@@ -268,8 +268,10 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
-                            const Tensor& out) {
+namespace cuda {
+
+void attention(Context& context, const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+               const Tensor& out) {
   const int64_t n_rows = q.shape[0], heads = q.shape[1], head_dim = q.shape[2], kv_heads = cache.k.shape[1];
   if (n_rows == 0) return;
   const int64_t blocks = n_rows * kv_heads;
@@ -281,7 +283,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
     shares *= 2;
   const Layout layout{heads / kv_heads / shares, head_dim};
   const size_t shared = size_t(layout.floats()) * sizeof(float);
-  cuda::require(heads % kv_heads == 0 && heads / kv_heads <= kThreads &&
+  require(heads % kv_heads == 0 && heads / kv_heads <= kThreads &&
                     heads / kv_heads * head_dim <= int64_t(kMaxColumns) * kThreads && shared <= kMaxShared,
                 "attention: heads per KV head x head_dim over 4096, or too large for shared memory");
   static const bool opted_in = [] {
@@ -298,26 +300,23 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
       blocks <= kSplitParallelBlocks && max_splits > 1 && blocks * max_splits <= kMaxSplitResults;
   float* splits = nullptr;
   if (split_parallel)
-    splits = static_cast<float*>(
-        scratch(kAttentionScratch, size_t(blocks * max_splits * (heads / kv_heads) * (head_dim + 2)) * sizeof(float)));
+    splits = static_cast<float*>(context.scratch.attention_splits.get(
+        context.launches, size_t(blocks * max_splits * (heads / kv_heads) * (head_dim + 2)) * sizeof(float)));
   const unsigned launched = unsigned(blocks * shares);
-  enqueue(cuda::launch_key("attention_kernel", q, cache, rows, scale, out, splits), [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    const float *q_at = cuda::ptr<float>(q), *k_at = cuda::ptr<float>(cache.k), *v_at = cuda::ptr<float>(cache.v);
-    const int32_t *positions = cuda::ptr<int32_t>(rows.positions), *row_seq = cuda::ptr<int32_t>(rows.row_seq);
-    const int32_t* page_tables = cuda::ptr<int32_t>(rows.page_tables);
-    if (!split_parallel) {
-      cuda::launch(attention_kernel, launched, kThreads, shared, stream, q_at, k_at, v_at, positions, row_seq,
-                   page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), shares, scale,
-                   cuda::ptr<float>(out));
-      return;
-    }
-    cuda::launch(attention_split_kernel, dim3(launched, unsigned(max_splits)), kThreads, shared, stream, q_at, k_at,
-                 v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(),
-                 shares, scale, max_splits, splits);
-    cuda::launch(attention_fold_kernel, launched, kThreads, 0, stream, positions, heads, kv_heads, int(head_dim),
-                 max_splits, shares, splits, cuda::ptr<float>(out));
-  });
+  const float *q_at = ptr<float>(q), *k_at = ptr<float>(cache.k), *v_at = ptr<float>(cache.v);
+  const int32_t *positions = ptr<int32_t>(rows.positions), *row_seq = ptr<int32_t>(rows.row_seq);
+  const int32_t* page_tables = ptr<int32_t>(rows.page_tables);
+  if (!split_parallel) {
+    launch(attention_kernel, launched, kThreads, shared, context.launches, q_at, k_at, v_at, positions, row_seq,
+           page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), shares, scale, ptr<float>(out));
+    return;
+  }
+  launch(attention_split_kernel, dim3(launched, unsigned(max_splits)), kThreads, shared, context.launches, q_at, k_at,
+         v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), shares,
+         scale, max_splits, splits);
+  launch(attention_fold_kernel, launched, kThreads, 0, context.launches, positions, heads, kv_heads, int(head_dim),
+         max_splits, shares, splits, ptr<float>(out));
 }
 
+}  // namespace cuda
 }  // namespace lockstep

@@ -1,5 +1,6 @@
-// The CUDA backend's memory, stream and device setup. Memory comes from cudaMalloc; every op
-// runs on the backend's one stream, so an op reads what earlier ops wrote.
+// The CUDA backend: device setup, memory (cudaMalloc), and each op forwarded to its free
+// function over the context (cuda_ops.cuh). Every op runs on the context's one stream, so an
+// op reads what earlier ops wrote.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +10,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/cuda_matmul.cuh"
+#include "backend/cuda/cuda_context.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
@@ -57,91 +59,13 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
-namespace {
-
-constexpr size_t kStagingBytes = size_t(8) << 20;     // pinned space for small uploads
-constexpr size_t kStagedUploadMax = size_t(1) << 20;  // larger uploads copy straight from the source
-constexpr size_t kMaxGraphs = 256;                       // past this the cache starts over
-constexpr size_t kPinnedDownloadMin = size_t(64) << 10;  // smaller downloads copy straight to the caller
-constexpr size_t kPinnedDownloadMax = size_t(256) << 20;
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-
-}  // namespace
-
-CudaBackend::CudaBackend(int device) {
-  LOCKSTEP_CUDA(cudaSetDevice(device));
+CudaBackend::CudaBackend(int device) : context_(std::make_unique<cuda::Context>(device)) {
   cudaDeviceProp props{};
   LOCKSTEP_CUDA(cudaGetDeviceProperties(&props, device));
   device_name_ = props.name;
-  cudaStream_t stream = nullptr;
-  LOCKSTEP_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  stream_ = stream;
-  LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
-  cuda::prepare_matmul_bf16();
-  use_graphs_ = !cuda::switched_off("LOCKSTEP_CUDA_GRAPHS");
 }
 
-CudaBackend::~CudaBackend() {
-  flush();
-  cudaStreamSynchronize(as_stream(stream_));
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
-  for (auto& [data, bytes] : scratch_)
-    if (data) cudaFree(data);
-  cudaFreeHost(staging_);
-  if (download_staging_) cudaFreeHost(download_staging_);
-  cudaStreamDestroy(as_stream(stream_));
-}
-
-void CudaBackend::enqueue(uint64_t key, Launch launch) {
-  pending_key_ = (pending_key_ ^ key) * 0x100000001b3ull + pending_.size();
-  pending_.push_back(std::move(launch));
-}
-
-void CudaBackend::flush() {
-  if (pending_.empty()) return;
-  static const bool trace = std::getenv("LOCKSTEP_CUDA_TRACE") != nullptr;
-  const auto trace_start = trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  const char* path = "launched";
-  cudaStream_t stream = as_stream(stream_);
-  const uint64_t key = pending_key_ ^ (uint64_t(pending_.size()) << 48);
-  auto found = graphs_.find(key);
-  if (found != graphs_.end()) {
-    LOCKSTEP_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(found->second), stream));
-    path = "graph";
-  } else if (use_graphs_ && seen_passes_.count(key)) {
-    if (graphs_.size() >= kMaxGraphs) {
-      LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-      for (auto& [old_key, exec] : graphs_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
-      graphs_.clear();
-    }
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    LOCKSTEP_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (Launch& launch : pending_) launch(stream);
-    LOCKSTEP_CUDA(cudaStreamEndCapture(stream, &graph));
-    LOCKSTEP_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    LOCKSTEP_CUDA(cudaGraphDestroy(graph));
-    graphs_[key] = exec;
-    LOCKSTEP_CUDA(cudaGraphLaunch(exec, stream));
-    path = "captured";
-  } else {
-    if (seen_passes_.size() > 4 * kMaxGraphs) seen_passes_.clear();
-    seen_passes_.insert(key);
-    for (Launch& launch : pending_) launch(stream);
-  }
-  if (trace) {
-    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - trace_start).count();
-    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-    const double all_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - trace_start).count();
-    static const auto first = trace_start;
-    std::fprintf(stderr, "cuda trace: at %.3f ms, %zu launches %s, %.3f ms to issue, %.3f ms to finish\n",
-                 std::chrono::duration<double, std::milli>(trace_start - first).count(), pending_.size(), path, host_ms,
-                 all_ms);
-  }
-  pending_.clear();
-  pending_key_ = 0;
-}
+CudaBackend::~CudaBackend() = default;
 
 OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
   Tensor view;
@@ -154,72 +78,18 @@ OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
 }
 
 void CudaBackend::release(const Tensor& tensor) {
-  flush();
-  packed_.erase(tensor.data);
+  context_->launches.flush();
+  context_->packed_weights.erase(tensor.data);
   // cudaFree waits for the device, so no launched op still reads the memory.
   LOCKSTEP_CUDA(cudaFree(tensor.data));
 }
 
-void* CudaBackend::scratch(int slot, size_t bytes) {
-  if (scratch_.size() <= size_t(slot)) scratch_.resize(size_t(slot) + 1, {nullptr, 0});
-  auto& [data, size] = scratch_[size_t(slot)];
-  if (size < bytes) {
-    flush();  // queued ops may still use the old buffer
-    if (data) LOCKSTEP_CUDA(cudaFree(data));
-    LOCKSTEP_CUDA(cudaMalloc(&data, bytes));
-    size = bytes;
-  }
-  return data;
-}
-
-void CudaBackend::upload(const Tensor& dst, const void* src) {
-  flush();  // the copy lands after every op queued before it
-  const size_t bytes = dst.bytes();
-  if (bytes == 0) return;
-  cudaStream_t stream = as_stream(stream_);
-  if (bytes > kStagedUploadMax) {
-    // From pageable memory the copy returns once `src` has been read.
-    LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream));
-    return;
-  }
-  if (staging_used_ + bytes > kStagingBytes) {
-    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-    staging_used_ = 0;
-  }
-  char* staged = staging_ + staging_used_;
-  std::memcpy(staged, src, bytes);
-  LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, staged, bytes, cudaMemcpyHostToDevice, stream));
-  staging_used_ += (bytes + 255) / 256 * 256;
-}
-
-void CudaBackend::download(void* dst, const Tensor& src) {
-  flush();
-  cudaStream_t stream = as_stream(stream_);
-  const size_t bytes = src.bytes();
-  if (bytes >= kPinnedDownloadMin && bytes <= kPinnedDownloadMax) {
-    if (download_staging_size_ < bytes) {
-      if (download_staging_) LOCKSTEP_CUDA(cudaFreeHost(download_staging_));
-      LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&download_staging_), bytes));
-      download_staging_size_ = bytes;
-    }
-    LOCKSTEP_CUDA(cudaMemcpyAsync(download_staging_, src.data, bytes, cudaMemcpyDeviceToHost, stream));
-    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-    std::memcpy(dst, download_staging_, bytes);
-  } else {
-    if (bytes > 0) LOCKSTEP_CUDA(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream));
-    LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-  }
-  staging_used_ = 0;
-}
-
-void CudaBackend::synchronize() {
-  flush();
-  LOCKSTEP_CUDA(cudaStreamSynchronize(as_stream(stream_)));
-  staging_used_ = 0;
-}
+void CudaBackend::upload(const Tensor& dst, const void* src) { context_->upload(dst, src); }
+void CudaBackend::download(void* dst, const Tensor& src) { context_->download(dst, src); }
+void CudaBackend::synchronize() { context_->synchronize(); }
 
 bool CudaBackend::use_relaxed_matmul(std::string* why) {
-  if (!packed_.empty()) {  // cuBLAS reads weights as rows
+  if (!context_->packed_weights.empty()) {  // cuBLAS reads weights as rows
     if (why) *why = "weights are already packed: turn relaxed matmuls on before loading the model";
     return false;
   }
@@ -228,14 +98,14 @@ bool CudaBackend::use_relaxed_matmul(std::string* why) {
     if (why) *why = relaxed->error();
     return false;
   }
-  flush();
-  relaxed_ = std::move(relaxed);
+  context_->launches.flush();
+  context_->relaxed = std::move(relaxed);
   return true;
 }
 
 double CudaBackend::copy_gb_per_s(size_t bytes, int repeats) {
-  flush();
-  auto stream = static_cast<cudaStream_t>(stream_);
+  context_->launches.flush();
+  cudaStream_t stream = context_->stream();
   void *a = nullptr, *b = nullptr;
   LOCKSTEP_CUDA(cudaMalloc(&a, bytes));
   LOCKSTEP_CUDA(cudaMalloc(&b, bytes));
@@ -259,6 +129,85 @@ double CudaBackend::copy_gb_per_s(size_t bytes, int repeats) {
   cudaFree(b);
   std::sort(ms.begin(), ms.end());
   return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3) / 1e9;
+}
+
+// The ops: each is its family's free function over the context (cuda_ops.cuh).
+void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  cuda::embed(*context_, table, ids, out);
+}
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  cuda::rms_norm(*context_, x, weight, eps, out);
+}
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
+  cuda::matmul(*context_, x, w, out, false, {});
+}
+void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {
+  cuda::matmul(*context_, x, w, out, true, {});
+}
+void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) {
+  cuda::matmul(*context_, x, w, out, false, outs);
+}
+void CudaBackend::prepare_matmul_weight(const Tensor& w) { cuda::prepare_matmul_weight(*context_, w); }
+void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) { cuda::add_bias(*context_, x, bias); }
+void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) { cuda::add(*context_, a, b, out); }
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                               const Tensor& out) {
+  cuda::add_rms_norm(*context_, x, delta, weight, eps, out);
+}
+void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
+  cuda::rope(*context_, x, positions, cos_sin);
+}
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  cuda::swiglu(*context_, gate, up, out);
+}
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
+  cuda::kv_write(*context_, k, v, slots, cache);
+}
+void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
+                            const Tensor& out) {
+  cuda::attention(*context_, q, cache, rows, scale, out);
+}
+void CudaBackend::softmax(const Tensor& x, const Tensor& out) { cuda::softmax(*context_, x, out); }
+void CudaBackend::argmax(const Tensor& x, const Tensor& ids) { cuda::argmax(*context_, x, ids); }
+void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
+  cuda::sample(*context_, logits, rows, ids);
+}
+void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
+  cuda::top_k(*context_, x, values, ids);
+}
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  cuda::gather_rows(*context_, x, rows, out);
+}
+void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
+  cuda::split_columns(*context_, x, outs);
+}
+void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) { cuda::relu_squared(*context_, x, out); }
+void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
+                              const SequenceRows& seqs, const Tensor& out) {
+  cuda::conv1d_silu(*context_, x, weight, bias, conv_state, seqs, out, {});
+}
+void CudaBackend::conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& conv_state, const SequenceRows& seqs, const Tensor& out,
+                                    const std::vector<Tensor>& outs) {
+  cuda::conv1d_silu(*context_, x, weight, bias, conv_state, seqs, out, outs);
+}
+void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) { cuda::ssm_scan(*context_, scan, seqs); }
+void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
+                                 const Tensor& out) {
+  cuda::gated_rms_norm(*context_, x, gate, weight, groups, eps, out);
+}
+void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
+                            const Tensor& weights) {
+  cuda::moe_route(*context_, logits, bias, routing, ids, weights);
+}
+void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                              const Tensor& down, int64_t always, const Tensor& out) {
+  cuda::moe_experts(*context_, x, ids, weights, up, down, always, out);
+}
+void CudaBackend::moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
+                      const Tensor& up, const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights,
+                      const Tensor& out) {
+  cuda::moe(*context_, x, logits, bias, routing, up, down, always, ids, weights, out);
 }
 
 }  // namespace lockstep

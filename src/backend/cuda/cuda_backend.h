@@ -3,19 +3,17 @@
 // rows share the launch). Built only when nvcc is found (LOCKSTEP_WITH_CUDA); this header
 // holds no CUDA types, so plain C++ code can include it.
 //
-// Ops are queued, not launched, until something waits (download, synchronize) or an upload
-// must follow them. A queued pass whose launches (kernels, addresses, shapes) equal an earlier
-// pass's is run as a CUDA graph: the second time a pass is seen it is captured, and from then
-// on replayed with one launch. Rounds of one width repeat exactly, so a round of a 52-layer
+// Each op forwards to its free function over a cuda::Context (cuda_ops.cuh), which queues its
+// kernels until something waits (download, synchronize) or an upload must follow them. A
+// queued pass whose launches (kernels, shapes, parameters) equal an earlier pass's is run as a
+// CUDA graph: the second time a pass is seen it is captured, and from then on replayed with
+// one launch (cuda_launches.cuh). Rounds of one width repeat exactly, so a round of a 52-layer
 // model is one graph launch instead of hundreds. LOCKSTEP_CUDA_GRAPHS=0 turns graphs off;
 // LOCKSTEP_CUDA_TRACE=1 prints each flush (launches, path, time) to stderr, waiting for each.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.h"
@@ -23,7 +21,7 @@
 namespace lockstep {
 
 namespace cuda {
-class RelaxedMatmul;
+class Context;
 }
 
 // True when a CUDA device can be used; otherwise `why` says what is missing.
@@ -95,50 +93,8 @@ class CudaBackend final : public Backend {
   void release(const Tensor& tensor) override;
 
  private:
-  using Launch = std::function<void(void* stream)>;
-  bool packed(const Tensor& w) const { return packed_.count(w.data) > 0; }
-  // moe_experts; with `route`, moe's fused path: the routing runs in the list's launch.
-  struct MoeRoute {
-    const Tensor* logits;
-    const Tensor* bias;
-    MoeRouting routing;
-  };
-  void experts_then(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up, const Tensor& down,
-                    int64_t always, const Tensor& out, const MoeRoute* route);
-  // matmul, matmul_relu_squared and matmul_split (outs: the split's tensors, or none).
-  void matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
-                   const std::vector<Tensor>& outs = {});
-  // Queues one op's launches under its launch key (cuda_common.cuh: launch_key).
-  void enqueue(uint64_t key, Launch launch);
-  // Launches what is queued: as a graph where this pass was seen before.
-  void flush();
-  // Device scratch that grows to the largest request and stays: slots 0-4 the MoE lists and
-  // results, kMatmulScratch the activations the bf16 matmuls split, then the sampler's row
-  // settings (and best keys) and candidate lists, then attention's split results.
-  void* scratch(int slot, size_t bytes);
-  static constexpr int kMatmulScratch = 5;
-  static constexpr int kSampleSettingsScratch = 6;
-  static constexpr int kSampleListsScratch = 7;
-  static constexpr int kAttentionScratch = 8;  // the split-parallel attention's per-split results
-
-  void* stream_ = nullptr;  // cudaStream_t
-  std::unique_ptr<cuda::RelaxedMatmul> relaxed_;
-  std::unordered_set<const void*> packed_;  // the weights prepare_matmul_weight packed
+  std::unique_ptr<cuda::Context> context_;
   std::string device_name_;
-  std::vector<std::pair<void*, size_t>> scratch_;
-  std::vector<Launch> pending_;
-  uint64_t pending_key_ = 0;
-  bool use_graphs_ = true;
-  std::unordered_set<uint64_t> seen_passes_;
-  std::unordered_map<uint64_t, void*> graphs_;  // cudaGraphExec_t by pass key
-  // Pinned memory small uploads are staged through, so they do not wait for the device;
-  // reused from the start once the stream has been waited for.
-  char* staging_ = nullptr;
-  size_t staging_used_ = 0;
-  // Pinned memory larger downloads land in first: copies from the device into pageable memory
-  // are several times slower (logits rows are half a megabyte each).
-  char* download_staging_ = nullptr;
-  size_t download_staging_size_ = 0;
 };
 
 }  // namespace lockstep

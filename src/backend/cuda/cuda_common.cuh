@@ -105,11 +105,15 @@ __device__ inline void start_kernel() {
 
 // LOCKSTEP_CUDA_EARLY=0 launches these kernels plainly (to measure what early launches gain).
 bool early_launches_on();
+// Whether the environment variable `name` is set to "0" (the backend's off switches).
+bool switched_off(const char* name);
 
-// Launches a kernel with programmatic dependent launch (see wait_for_inputs); a launch error
-// aborts here, as any CUDA error does.
+// Launches a kernel now with programmatic dependent launch (see wait_for_inputs); a launch
+// error aborts here, as any CUDA error does. Ops queue their launches through Launches
+// (cuda_launches.cuh), which calls this when the pass runs.
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream, Args&&... args) {
+void launch_now(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = early_launches_on() ? 1 : 0;
@@ -153,68 +157,20 @@ __device__ inline void store_column(float* out, const ColumnSplit& split, int64_
 __device__ inline float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ inline float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 
-// The key of one op launch: the op and every argument (addresses, shapes, settings). Two
-// passes with the same keys in the same order launch the same kernels with the same
-// arguments, so the second can replay the first's CUDA graph.
-struct LaunchKey {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  void mix(uint64_t v) { hash = (hash ^ v) * 0x100000001b3ull ^ (hash >> 29); }
-};
-
-template <class T>
-std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>> key_add(LaunchKey& key, T value) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof(T));
-  key.mix(bits);
-}
-template <class T>
-void key_add(LaunchKey& key, T* pointer) {
-  key.mix(reinterpret_cast<uint64_t>(pointer));
-}
-inline void key_add(LaunchKey& key, const Tensor& t) {
-  key_add(key, t.data);
-  key_add(key, t.dtype);
-  key_add(key, t.shape.rank);
-  for (int i = 0; i < t.shape.rank; ++i) key_add(key, t.shape.dims[i]);
-}
-inline void key_add(LaunchKey& key, const KvLayer& l) { key_add(key, l.k), key_add(key, l.v); }
-inline void key_add(LaunchKey& key, const AttentionRows& r) {
-  key_add(key, r.positions), key_add(key, r.row_seq), key_add(key, r.page_tables);
-}
-inline void key_add(LaunchKey& key, const SequenceRows& s) {
-  key_add(key, s.seq_begin), key_add(key, s.seq_start), key_add(key, s.seq_slot);
-}
-inline void key_add(LaunchKey& key, const SsmScan& s) {
-  for (const Tensor* t : {&s.x, &s.dt, &s.b, &s.c, &s.a_log, &s.d, &s.dt_bias, &s.state, &s.out}) key_add(key, *t);
-  key_add(key, s.dt_min), key_add(key, s.chunk_size);
-}
-inline void key_add(LaunchKey& key, const MoeRouting& r) {
-  key_add(key, r.groups), key_add(key, r.topk_groups), key_add(key, r.normalize), key_add(key, r.scale);
-}
-
-template <class... Args>
-uint64_t launch_key(const char* op, const Args&... args) {
-  LaunchKey key;
-  key_add(key, op);
-  (key_add(key, args), ...);
-  return key.hash;
-}
-
 template <class T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data);
 }
 
 // The split of a row's `width` columns into outs (f32, at most ColumnSplit::kMax of them, no
-// wider together than the row), whose tensors `key` takes in; `op` names the caller in errors.
-inline ColumnSplit column_split(const std::vector<Tensor>& outs, int64_t width, const char* op, LaunchKey& key) {
+// wider together than the row); `op` names the caller in errors.
+inline ColumnSplit column_split(const std::vector<Tensor>& outs, int64_t width, const char* op) {
   if (outs.size() > size_t(ColumnSplit::kMax)) require(false, (std::string(op) + ": over 4 outputs").c_str());
   ColumnSplit split{};
   split.count = int(outs.size());
   for (size_t j = 0; j < outs.size(); ++j) {
     split.out[j] = ptr<float>(outs[j]);
     split.begin[j + 1] = split.begin[j] + outs[j].cols();
-    key_add(key, outs[j]);
   }
   if (split.begin[split.count] > width) require(false, (std::string(op) + ": the outputs are wider than a row").c_str());
   return split;

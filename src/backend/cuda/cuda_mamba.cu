@@ -7,9 +7,9 @@
 // kernel (cuda_ssd.cu), which cuts them at absolute multiples of the chunk size as the CPU
 // does and runs one-row pieces by the same scan_row, so a sequence's bits depend on its rows
 // and the cuts alone.
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_mamba.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 
 namespace lockstep {
 
@@ -190,81 +190,67 @@ __global__ void gated_rms_norm_kernel(const float* x, const float* gate, const f
 
 }  // namespace
 
-void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
-                              const SequenceRows& seqs, const Tensor& out) {
-  conv1d_silu_split(x, weight, bias, conv_state, seqs, out, {});
-}
+namespace cuda {
 
-void CudaBackend::conv1d_silu_split(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                    const Tensor& conv_state, const SequenceRows& seqs, const Tensor& out,
-                                    const std::vector<Tensor>& outs) {
+void conv1d_silu(Context& context, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 const Tensor& conv_state, const SequenceRows& seqs, const Tensor& out,
+                 const std::vector<Tensor>& outs) {
   const int64_t n_seqs = seqs.seq_slot.numel(), channels = x.cols();
   const int kernel = int(weight.cols());
-  cuda::require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
-  cuda::LaunchKey split_key;
-  const cuda::ColumnSplit split = cuda::column_split(outs, channels, "conv1d_silu_split", split_key);
+  require(kernel >= 1 && kernel <= kMaxConvKernel, "conv1d_silu: kernel width over 8");
+  const ColumnSplit split = column_split(outs, channels, "conv1d_silu_split");
   if (n_seqs == 0) return;
   const int64_t n_rows = x.rows();
-  enqueue(cuda::launch_key("conv1d_silu_kernel", x, weight, bias, conv_state, seqs, out, split_key.hash), [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    const float* b = bias.data ? ptr<float>(bias) : nullptr;
-    if (n_rows == n_seqs) {  // a row per sequence (rounds): one thread per (sequence, channel) does all
-      cuda::launch(conv1d_silu_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
-                   ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel,
-                   ptr<float>(out), split);
-    } else {  // fills: every row at once, then the histories
-      cuda::launch(conv1d_silu_rows_kernel, cuda::blocks_for(n_rows * channels, 256), 256, 0, stream, ptr<float>(x),
-                   ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
-                   ptr<float>(out), split);
-      cuda::launch(conv1d_history_kernel, cuda::blocks_for(n_seqs * channels, 128), 128, 0, stream, ptr<float>(x),
-                   ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
-    }
-  });
+  const float* b = bias.data ? ptr<float>(bias) : nullptr;
+  if (n_rows == n_seqs) {  // a row per sequence (rounds): one thread per (sequence, channel) does all
+    launch(conv1d_silu_kernel, blocks_for(n_seqs * channels, 128), 128, 0, context.launches, ptr<float>(x),
+           ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel, ptr<float>(out),
+           split);
+  } else {  // fills: every row at once, then the histories
+    launch(conv1d_silu_rows_kernel, blocks_for(n_rows * channels, 256), 256, 0, context.launches, ptr<float>(x),
+           ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
+           ptr<float>(out), split);
+    launch(conv1d_history_kernel, blocks_for(n_seqs * channels, 128), 128, 0, context.launches, ptr<float>(x),
+           ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
+  }
 }
 
-void CudaBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
+void ssm_scan(Context& context, const SsmScan& scan, const SequenceRows& seqs) {
   const int64_t n_seqs = seqs.seq_slot.numel();
   ScanArgs a{ptr<float>(scan.x),     ptr<float>(scan.dt),  ptr<float>(scan.b),       ptr<float>(scan.c),
              ptr<float>(scan.a_log), ptr<float>(scan.d),   ptr<float>(scan.dt_bias), scan.dt_min,
              ptr<float>(scan.state), ptr<float>(scan.out), scan.x.shape[1],          scan.x.shape[2],
              scan.b.shape[1],        scan.b.shape[2]};
-  cuda::require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256,
-                "ssm_scan: head_dim over 256 or state over 256");
+  require(a.head_dim <= 32 * kColsPerWarp && a.state_size <= 256, "ssm_scan: head_dim over 256 or state over 256");
   if (n_seqs == 0) return;
   const Seqs rows = seqs_of(seqs);
   // A pass's runs of rows are never empty, so as many rows as sequences is a round: one row
   // each, which the SSD kernel would also run by scan_row. Anything longer goes to it.
   if (scan.x.shape[0] != n_seqs) {
-    cuda::require(scan.chunk_size >= 1 && scan.chunk_size <= cuda::kMaxSsdChunk,
-                  "ssm_scan: the GPU's SSD kernel takes chunk sizes of 1 to 256");
-    const int64_t chunk = scan.chunk_size;
-    enqueue(cuda::launch_key("ssd_scan", scan, seqs),
-            [=](void* s) { cuda::launch_ssd_scan(a, rows, n_seqs, chunk, static_cast<cudaStream_t>(s)); });
+    require(scan.chunk_size >= 1 && scan.chunk_size <= kMaxSsdChunk,
+            "ssm_scan: the GPU's SSD kernel takes chunk sizes of 1 to 256");
+    launch_ssd_scan(a, rows, n_seqs, scan.chunk_size, context.launches);
     return;
   }
   const int warps_per_head = int((a.head_dim + kColsPerWarp - 1) / kColsPerWarp);
   const unsigned blocks = unsigned(n_seqs * a.heads * warps_per_head);
   const int64_t lane_states = (a.state_size + 31) / 32;
-  enqueue(cuda::launch_key("ssm_scan", scan, seqs), [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    if (lane_states <= 1)
-      cuda::launch(ssm_scan_kernel<1>, blocks, 32, 0, stream, a, rows, warps_per_head);
-    else if (lane_states <= 2)
-      cuda::launch(ssm_scan_kernel<2>, blocks, 32, 0, stream, a, rows, warps_per_head);
-    else if (lane_states <= 4)
-      cuda::launch(ssm_scan_kernel<4>, blocks, 32, 0, stream, a, rows, warps_per_head);
-    else
-      cuda::launch(ssm_scan_kernel<8>, blocks, 32, 0, stream, a, rows, warps_per_head);
-  });
+  if (lane_states <= 1)
+    launch(ssm_scan_kernel<1>, blocks, 32, 0, context.launches, a, rows, warps_per_head);
+  else if (lane_states <= 2)
+    launch(ssm_scan_kernel<2>, blocks, 32, 0, context.launches, a, rows, warps_per_head);
+  else if (lane_states <= 4)
+    launch(ssm_scan_kernel<4>, blocks, 32, 0, context.launches, a, rows, warps_per_head);
+  else
+    launch(ssm_scan_kernel<8>, blocks, 32, 0, context.launches, a, rows, warps_per_head);
 }
 
-void CudaBackend::gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,
-                                 const Tensor& out) {
+void gated_rms_norm(Context& context, const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups,
+                    float eps, const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("gated_rms_norm_kernel", x, gate, weight, groups, eps, out), [=](void* stream) {
-    cuda::launch(gated_rms_norm_kernel, unsigned(x.rows() * groups), kNormThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
-  });
+  launch(gated_rms_norm_kernel, unsigned(x.rows() * groups), kNormThreads, 0, context.launches, ptr<float>(x),
+         ptr<float>(gate), ptr<float>(weight), x.cols(), groups, eps, ptr<float>(out));
 }
 
+}  // namespace cuda
 }  // namespace lockstep

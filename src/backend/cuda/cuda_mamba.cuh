@@ -4,7 +4,7 @@
 // whichever kernel runs it.
 #pragma once
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_launches.cuh"
 
 namespace lockstep::cuda {
 
@@ -13,6 +13,11 @@ struct Seqs {
   const int32_t* start;
   const int32_t* slot;
 };
+
+inline void key_add(LaunchKey& key, const Seqs& s) {
+  static_assert(sizeof(Seqs) == 24, "key_add(Seqs) must list every field");
+  key_add(key, s.begin), key_add(key, s.start), key_add(key, s.slot);
+}
 
 inline Seqs seqs_of(const SequenceRows& seqs) {
   return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
@@ -28,6 +33,13 @@ struct ScanArgs {
   float* out;
   int64_t heads, head_dim, groups, state_size;
 };
+
+inline void key_add(LaunchKey& key, const ScanArgs& a) {
+  static_assert(sizeof(ScanArgs) == 112, "key_add(ScanArgs) must list every field");
+  for (const float* p : {a.x, a.dt, a.b, a.c, a.a_log, a.d, a.dt_bias}) key_add(key, p);
+  key_add(key, a.dt_min), key_add(key, a.state), key_add(key, a.out);
+  key_add(key, a.heads), key_add(key, a.head_dim), key_add(key, a.groups), key_add(key, a.state_size);
+}
 
 // One row's inputs to one warp of the scan.
 template <int kLaneStates>
@@ -93,6 +105,6 @@ __device__ inline void scan_row(const ScanArgs& a, const ScanHead& k, const Scan
 // The SSD kernel (cuda_ssd.cu): every sequence of the pass, its rows cut at absolute multiples
 // of `chunk` (1 to kMaxSsdChunk); one-row pieces by scan_row, longer ones by the SSD chunked form.
 constexpr int64_t kMaxSsdChunk = 256;
-void launch_ssd_scan(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, cudaStream_t stream);
+void launch_ssd_scan(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, Launches& launches);
 
 }  // namespace lockstep::cuda

@@ -13,8 +13,8 @@
 // narrow ones (rounds) read x straight through the L1 cache with no barriers, so the weight
 // loads of many warps stay in flight. The two layouts do the same arithmetic in the same
 // order, so which one runs never changes a result.
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_matmul.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
@@ -152,77 +152,67 @@ size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k) {
 }
 
 void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   void* workspace, cudaStream_t stream) {
+                   void* workspace, Launches& launches) {
   if (m == 0 || (!rows.segments && rows.n == 0)) return;
-  if (w_bf16) return launch_matmul_bf16(x, w, out, k, m, rows, workspace, stream);
+  if (w_bf16) return launch_matmul_bf16(x, w, out, k, m, rows, workspace, launches);
   dim3 grid(blocks_for(m, kColsPerBlock), unsigned(rows.segments ? rows.groups : 1));
   // The layout only: results are the same. Grouped launches (MoE) give each expert few rows
   // in a round, so they stage only when the list is fill-sized.
   const bool staged = rows.n > (rows.segments ? kDirectListMax : kDirectRowsMax);
   const float* weights = static_cast<const float*>(w);
   if (staged)
-    launch(matmul_kernel<true>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
+    launch(matmul_kernel<true>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
   else
-    launch(matmul_kernel<false>, grid, kWarps * 32, 0, stream, x, weights, out, k, m, rows);
+    launch(matmul_kernel<false>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
+}
+
+namespace {
+
+// The relaxed matmul's call on the stream, as Launches::library queues it.
+void run_relaxed(cudaStream_t stream, RelaxedMatmul* relaxed, const float* x, const void* w, float* out, int64_t n,
+                 int64_t k, int64_t m, void* workspace) {
+  relaxed->run(x, w, out, n, k, m, workspace, stream);
+}
+
+}  // namespace
+
+void prepare_matmul_weight(Context& context, const Tensor& w) {
+  if (context.relaxed || w.dtype != DType::bf16 || w.shape.rank < 2 || context.packed(w)) return;
+  const int64_t k = w.shape[w.shape.rank - 1], rows = w.numel() / std::max<int64_t>(k, 1);
+  if (k == 0 || !packable_bf16(w.shape[w.shape.rank - 2], k, w.data)) return;
+  context.launches.flush();
+  void* copy = nullptr;
+  LOCKSTEP_CUDA(cudaMalloc(&copy, w.bytes()));
+  LOCKSTEP_CUDA(cudaMemcpyAsync(copy, w.data, w.bytes(), cudaMemcpyDeviceToDevice, context.stream()));
+  launch_pack_bf16(copy, w.data, rows, k, context.launches);
+  context.synchronize();
+  LOCKSTEP_CUDA(cudaFree(copy));
+  context.packed_weights.insert(w.data);
+}
+
+void matmul(Context& context, const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
+            const std::vector<Tensor>& outs) {
+  MatmulRows rows;
+  rows.relu_squared = relu_squared;
+  rows.split = column_split(outs, w.shape[0], "matmul_split");
+  rows.packed = context.packed(w);
+  rows.n = x.rows();
+  rows.x_rows = x.rows();
+  const bool bf16 = w.dtype == DType::bf16;
+  const int64_t k = x.cols(), m = w.shape[0];
+  if (context.relaxed && bf16) {
+    void* workspace = context.scratch.matmul_x.get(context.launches, RelaxedMatmul::workspace_bytes(rows.n, k));
+    if (rows.n > 0 && m > 0)
+      context.launches.library(run_relaxed, context.relaxed.get(), ptr<float>(x), w.data, ptr<float>(out), rows.n, k,
+                               m, workspace);
+    if (relu_squared) cuda::relu_squared(context, out, out);
+    if (!outs.empty()) split_columns(context, out, outs);
+    return;
+  }
+  const size_t bytes = matmul_workspace_bytes(bf16, rows.x_rows, k);
+  void* workspace = bytes ? context.scratch.matmul_x.get(context.launches, bytes) : nullptr;
+  launch_matmul(ptr<float>(x), w.data, bf16, ptr<float>(out), k, m, rows, workspace, context.launches);
 }
 
 }  // namespace cuda
-
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) { matmul_then(x, w, out, false); }
-
-void CudaBackend::prepare_matmul_weight(const Tensor& w) {
-  if (relaxed_ || w.dtype != DType::bf16 || w.shape.rank < 2 || packed(w)) return;
-  const int64_t k = w.shape[w.shape.rank - 1], rows = w.numel() / std::max<int64_t>(k, 1);
-  if (k == 0 || !cuda::packable_bf16(w.shape[w.shape.rank - 2], k, w.data)) return;
-  flush();
-  void* copy = nullptr;
-  LOCKSTEP_CUDA(cudaMalloc(&copy, w.bytes()));
-  auto stream = static_cast<cudaStream_t>(stream_);
-  LOCKSTEP_CUDA(cudaMemcpyAsync(copy, w.data, w.bytes(), cudaMemcpyDeviceToDevice, stream));
-  cuda::launch_pack_bf16(copy, w.data, rows, k, stream);
-  LOCKSTEP_CUDA(cudaStreamSynchronize(stream));
-  LOCKSTEP_CUDA(cudaFree(copy));
-  packed_.insert(w.data);
-}
-
-void CudaBackend::matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {
-  matmul_then(x, w, out, true);
-}
-
-void CudaBackend::matmul_split(const Tensor& x, const Tensor& w, const Tensor& out, const std::vector<Tensor>& outs) {
-  matmul_then(x, w, out, false, outs);
-}
-
-void CudaBackend::matmul_then(const Tensor& x, const Tensor& w, const Tensor& out, bool relu_squared,
-                              const std::vector<Tensor>& outs) {
-  cuda::MatmulRows rows;
-  rows.relu_squared = relu_squared;
-  cuda::LaunchKey split_key;  // the split's tensors, in the launch key
-  rows.split = cuda::column_split(outs, w.shape[0], "matmul_split", split_key);
-  rows.packed = packed(w);
-  rows.n = x.rows();
-  rows.x_rows = x.rows();
-  const float* in = cuda::ptr<float>(x);
-  const void* weight = w.data;
-  const bool bf16 = w.dtype == DType::bf16;
-  float* result = cuda::ptr<float>(out);
-  const int64_t k = x.cols(), m = w.shape[0];
-  if (relaxed_ && bf16) {
-    cuda::RelaxedMatmul* relaxed = relaxed_.get();
-    void* workspace = scratch(kMatmulScratch, cuda::RelaxedMatmul::workspace_bytes(rows.n, k));
-    const int64_t n = rows.n;
-    enqueue(cuda::launch_key("relaxed matmul", x, w, out, workspace), [=](void* stream) {
-      if (n > 0 && m > 0) relaxed->run(in, weight, result, n, k, m, workspace, static_cast<cudaStream_t>(stream));
-    });
-    if (relu_squared) this->relu_squared(out, out);
-    if (!outs.empty()) split_columns(out, outs);
-    return;
-  }
-  const size_t bytes = cuda::matmul_workspace_bytes(bf16, rows.x_rows, k);
-  void* workspace = bytes ? scratch(kMatmulScratch, bytes) : nullptr;
-  enqueue(cuda::launch_key("matmul", x, w, out, workspace, relu_squared, rows.packed, split_key.hash), [=](void* stream) {
-    cuda::launch_matmul(in, weight, bf16, result, k, m, rows, workspace, static_cast<cudaStream_t>(stream));
-  });
-}
-
 }  // namespace lockstep

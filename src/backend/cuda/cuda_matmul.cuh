@@ -1,7 +1,7 @@
 // The CUDA matmul kernel, shared by matmul and the MoE expert matmuls.
 #pragma once
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_launches.cuh"
 
 namespace lockstep::cuda {
 
@@ -24,6 +24,13 @@ struct MatmulRows {
   bool packed = false;  // bf16 weights rearranged by launch_pack_bf16
   ColumnSplit split{};   // count > 0: out row r's columns go to the split's tensors instead
 };
+
+inline void key_add(LaunchKey& key, const MatmulRows& r) {
+  static_assert(sizeof(MatmulRows) == 160, "key_add(MatmulRows) must list every field");
+  key_add(key, r.n), key_add(key, r.segments), key_add(key, r.groups), key_add(key, r.group_ids);
+  key_add(key, r.group_stride), key_add(key, r.in_rows), key_add(key, r.out_rows), key_add(key, r.x_rows);
+  key_add(key, r.max_group_rows), key_add(key, r.relu_squared), key_add(key, r.packed), key_add(key, r.split);
+}
 
 // What a matmul kernel stores for the sum `total` (relu_squared_kernel's arithmetic when asked).
 __device__ inline float finished(const MatmulRows& rows, float total) {
@@ -49,7 +56,7 @@ __device__ inline int64_t launched_group(const MatmulRows& rows) {
 // cores (cuda_matmul.cu), bf16 weights on the tensor cores (cuda_matmul_bf16.cu), which need
 // `workspace` of matmul_workspace_bytes (the split activations); f32 launches need none.
 void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   void* workspace, cudaStream_t stream);
+                   void* workspace, Launches& launches);
 size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
 
 // Whether bf16 weights of `rows` rows (of every matrix in a stack) and k columns at w can be
@@ -57,12 +64,12 @@ size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
 bool packable_bf16(int64_t rows, int64_t k, const void* w);
 // Writes src's weights into dst in the packed layout (each column tile's block of 16 rows x 32
 // positions is 1 KB, in the order the kernels' lanes read it). src and dst must not overlap.
-void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaStream_t stream);
+void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launches& launches);
 
 // Sets the kernels' launch attributes (their shared memory); once, before any launch.
 void prepare_matmul_bf16();
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k);
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                        void* workspace, cudaStream_t stream);
+                        void* workspace, Launches& launches);
 
 }  // namespace lockstep::cuda

@@ -403,7 +403,7 @@ __global__ void __launch_bounds__(256, 1)
 
 template <int kTiles, int kCols>
 void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                  cudaStream_t stream) {
+                  Launches& launches) {
   const bool async = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                      rows.group_stride % 8 == 0;
   require(!rows.packed || async, "matmul: packed weights need 16-byte-aligned activations");
@@ -415,7 +415,7 @@ void launch_round(const float* x, const __nv_bfloat16* w, float* out, int64_t k,
   auto kernel = rows.packed ? matmul_bf16_kernel<kTiles, kCols, Pieces::packed>
                 : async       ? matmul_bf16_kernel<kTiles, kCols, Pieces::copies>
                               : matmul_bf16_kernel<kTiles, kCols, Pieces::loads>;
-  launch(kernel, grid, dim3(warps * 32), ring, stream, x, w, out, k, m, rows);
+  launch(kernel, grid, dim3(warps * 32), ring, launches, x, w, out, k, m, rows);
 }
 
 // Lets a round kernel have the ring of all kMaxRuns warps (over the 48 KB default).
@@ -433,9 +433,9 @@ bool packable_bf16(int64_t rows, int64_t k, const void* w) {
   return rows % kTileCols == 0 && k % kBlockK == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
-void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, cudaStream_t stream) {
+void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launches& launches) {
   require(packable_bf16(rows, k, dst) && reinterpret_cast<uintptr_t>(src) % 16 == 0, "pack: shape not packable");
-  launch(pack_kernel, blocks_for(rows * k / 8, 256), 256, 0, stream, static_cast<const uint4*>(src),
+  launch(pack_kernel, blocks_for(rows * k / 8, 256), 256, 0, launches, static_cast<const uint4*>(src),
          static_cast<uint4*>(dst), rows, k);
 }
 
@@ -451,7 +451,7 @@ size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
 }
 
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                        void* workspace, cudaStream_t stream) {
+                        void* workspace, Launches& launches) {
   const auto* weights = static_cast<const __nv_bfloat16*>(w);
   // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
   // each token row picks an expert once).
@@ -460,24 +460,24 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
   // which splits x itself.
   if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    if (launch_matmul_bf16_row(x, weights, out, k, m, rows, stream)) return;
+    if (launch_matmul_bf16_row(x, weights, out, k, m, rows, launches)) return;
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
     // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
     // streams and 1.02x at 64 than by the most a group can have).
     const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
-    if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, stream);
+    if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, launches);
     // Plain launches of more rows: two column tiles a block (measured: rounds 1.07x faster at
     // 24 streams and 1.13x at 64 than with one).
-    if (rows.segments) return launch_round<2, 1>(x, weights, out, k, m, rows, stream);
-    return launch_round<2, 2>(x, weights, out, k, m, rows, stream);
+    if (rows.segments) return launch_round<2, 1>(x, weights, out, k, m, rows, launches);
+    return launch_round<2, 2>(x, weights, out, k, m, rows, launches);
   }
   const int64_t kpad = padded_k(k);
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
-  launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, stream, x, rows.x_rows, k, kpad, hi, lo);
+  launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
-  launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, stream, hi, lo,
+  launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, launches, hi, lo,
          weights, out, k, m, rows);
 }
 

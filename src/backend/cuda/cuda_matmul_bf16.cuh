@@ -105,7 +105,7 @@ __device__ inline void store_row_group(const MatmulRows& rows, float* out, int64
 // The one-row kernel (cuda_matmul_bf16_row.cu): launches it and returns true when the launch
 // is one it takes (one row a block, packed weights), else returns false.
 bool launch_matmul_bf16_row(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m,
-                            const MatmulRows& rows, cudaStream_t stream);
+                            const MatmulRows& rows, Launches& launches);
 // Its shared-memory limit; once, before any launch.
 void prepare_matmul_bf16_row();
 

@@ -108,13 +108,13 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
 }  // namespace
 
 bool launch_matmul_bf16_row(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m,
-                            const MatmulRows& rows, cudaStream_t stream) {
+                            const MatmulRows& rows, Launches& launches) {
   const bool one_row = rows.segments ? rows.max_group_rows == 1 : rows.n == 1;
   if (!one_row || !rows.packed || k > kRowMaxK || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   const unsigned col_tiles = blocks_for(m, kTileCols);
   const dim3 grid = rows.segments ? dim3(col_tiles, unsigned(rows.groups)) : dim3(1, col_tiles);
   const int warps = k_runs(k).count;
-  launch(matmul_bf16_row_kernel, grid, dim3(warps * 32), row_kernel_bytes(warps, k), stream, x, w, out, k, m, rows,
+  launch(matmul_bf16_row_kernel, grid, dim3(warps * 32), row_kernel_bytes(warps, k), launches, x, w, out, k, m, rows,
          !rows.segments);
   return true;
 }

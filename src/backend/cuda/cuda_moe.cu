@@ -6,9 +6,9 @@
 // its experts, nor on whether an always expert ran grouped or plain.
 #include <algorithm>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_matmul.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 
 namespace lockstep {
 
@@ -182,6 +182,11 @@ struct Slots {
   __device__ int32_t row(int64_t slot) const { return int32_t(slot < n * k ? slot / k : (slot - n * k) % n); }
 };
 
+void key_add(cuda::LaunchKey& key, const Slots& s) {
+  static_assert(sizeof(Slots) == 24, "key_add(Slots) must list every field");
+  cuda::key_add(key, s.n), cuda::key_add(key, s.k), cuda::key_add(key, s.always), cuda::key_add(key, s.experts);
+}
+
 // Lists slots [0, listed) expert by expert: segments[e] .. segments[e + 1] are expert e's
 // entries; slot_of[i] and row_of[i] the slot and token row of entry i. Within an expert the
 // entries are in whatever order the atomics give: each entry's matmul row is computed from its
@@ -194,6 +199,12 @@ struct List {
   int launched;
   int32_t *segments, *active, *slot_of, *row_of;
 };
+
+void key_add(cuda::LaunchKey& key, const List& l) {
+  static_assert(sizeof(List) == 48, "key_add(List) must list every field");
+  cuda::key_add(key, l.listed), cuda::key_add(key, l.launched);
+  for (const int32_t* p : {l.segments, l.active, l.slot_of, l.row_of}) cuda::key_add(key, p);
+}
 
 __device__ void list_slots(const int32_t* ids, const Slots& slots, const List& list) {
   __shared__ int32_t counts[kMaxExperts], cursor[kMaxExperts], warp_sums[kMaxExperts / 32];
@@ -280,59 +291,74 @@ __global__ void moe_combine_kernel(const float* results, const float* weights, S
 
 }  // namespace
 
-void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& routing, const Tensor& ids,
-                            const Tensor& weights) {
+namespace cuda {
+
+namespace {
+
+// The routing moe runs in the expert list's launch.
+struct MoeRoute {
+  const Tensor* logits;
+  const Tensor* bias;
+  MoeRouting routing;
+};
+
+void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                  const Tensor& down, int64_t always, const Tensor& out, const MoeRoute* route);
+
+}  // namespace
+
+void moe_route(Context& context, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
+               const Tensor& ids, const Tensor& weights) {
   const int64_t n = logits.rows();
   const int experts = int(logits.cols());
-  cuda::require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe_route: over 512 experts or 64 groups");
+  require(experts <= kMaxExperts && routing.groups <= kMaxGroups, "moe_route: over 512 experts or 64 groups");
   const int k = int(ids.cols());
-  cuda::require(k <= 32, "moe_route: over 32 experts per token");
+  require(k <= 32, "moe_route: over 32 experts per token");
   if (n == 0) return;
-  enqueue(cuda::launch_key("moe_route_kernel", logits, bias, routing, ids, weights), [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    const float* in = ptr<float>(logits);
-    const float* correction = ptr<float>(bias);
-    int32_t* out_ids = ptr<int32_t>(ids);
-    float* out_weights = ptr<float>(weights);
-    const unsigned warp_blocks = cuda::blocks_for(n * 32, 128);
-    if (routing.topk_groups < routing.groups)
-      cuda::launch(moe_route_kernel, cuda::blocks_for(n, 64), 64, 0, stream, in, correction, routing, n, experts, k,
-                   out_ids, out_weights);
-    else if (experts <= 128)
-      cuda::launch(moe_route_warp_kernel<4>, warp_blocks, 128, 0, stream, in, correction, routing, n, experts, k,
-                   out_ids, out_weights);
-    else
-      cuda::launch(moe_route_warp_kernel<16>, warp_blocks, 128, 0, stream, in, correction, routing, n, experts, k,
-                   out_ids, out_weights);
-  });
+  const float* in = ptr<float>(logits);
+  const float* correction = ptr<float>(bias);
+  int32_t* out_ids = ptr<int32_t>(ids);
+  float* out_weights = ptr<float>(weights);
+  const unsigned warp_blocks = blocks_for(n * 32, 128);
+  if (routing.topk_groups < routing.groups)
+    launch(moe_route_kernel, blocks_for(n, 64), 64, 0, context.launches, in, correction, routing, n, experts, k,
+           out_ids, out_weights);
+  else if (experts <= 128)
+    launch(moe_route_warp_kernel<4>, warp_blocks, 128, 0, context.launches, in, correction, routing, n, experts, k,
+           out_ids, out_weights);
+  else
+    launch(moe_route_warp_kernel<16>, warp_blocks, 128, 0, context.launches, in, correction, routing, n, experts, k,
+           out_ids, out_weights);
 }
 
-void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
-                              const Tensor& down, int64_t always, const Tensor& out) {
-  experts_then(x, ids, weights, up, down, always, out, nullptr);
+void moe_experts(Context& context, const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                 const Tensor& down, int64_t always, const Tensor& out) {
+  experts_then(context, x, ids, weights, up, down, always, out, nullptr);
 }
 
 // Rounds of up to kGroupedAlwaysRows rows without expert groups route in the list's launch.
-void CudaBackend::moe(const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
-                      const Tensor& up, const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights,
-                      const Tensor& out) {
+void moe(Context& context, const Tensor& x, const Tensor& logits, const Tensor& bias, const MoeRouting& routing,
+         const Tensor& up, const Tensor& down, int64_t always, const Tensor& ids, const Tensor& weights,
+         const Tensor& out) {
   const int64_t n = x.rows();
   if (n == 0 || n > kGroupedAlwaysRows || routing.topk_groups < routing.groups || ids.cols() > 32 ||
       logits.cols() > kMaxExperts) {
-    moe_route(logits, bias, routing, ids, weights);
-    moe_experts(x, ids, weights, up, down, always, out);
+    moe_route(context, logits, bias, routing, ids, weights);
+    moe_experts(context, x, ids, weights, up, down, always, out);
     return;
   }
   const MoeRoute route{&logits, &bias, routing};
-  experts_then(x, ids, weights, up, down, always, out, &route);
+  experts_then(context, x, ids, weights, up, down, always, out, &route);
 }
 
-void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
-                               const Tensor& down, int64_t always, const Tensor& out, const MoeRoute* route) {
+namespace {
+
+void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& up,
+                  const Tensor& down, int64_t always, const Tensor& out, const MoeRoute* route) {
   const int64_t n = x.rows(), d = x.cols(), k = ids.cols();
   const int64_t experts = up.shape[0], inner = up.shape[1];
-  cuda::require(experts <= kMaxExperts, "moe_experts: over 512 experts");
-  cuda::require(always >= 0 && always < experts, "moe_experts: `always` not in 0..experts - 1");
+  require(experts <= kMaxExperts, "moe_experts: over 512 experts");
+  require(always >= 0 && always < experts, "moe_experts: `always` not in 0..experts - 1");
   if (n == 0) return;
   const Slots slot_info{n, int(k), int(always), int(experts)};
   const int64_t slot_count = n * (k + always);
@@ -344,16 +370,18 @@ void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor&
   const int64_t listed = grouped_always ? slot_count : n * k;
   // At most `listed` experts have entries: the launches cover that many, not every expert.
   const int64_t launched = std::min(experts, listed);
-  auto* segments = static_cast<int32_t*>(scratch(0, size_t(experts + 1 + launched) * 4));
+  MoeScratch& scratch = context.scratch.moe;
+  Launches& launches = context.launches;
+  auto* segments = static_cast<int32_t*>(scratch.segments.get(launches, size_t(experts + 1 + launched) * 4));
   int32_t* active = segments + experts + 1;
-  auto* slot_of = static_cast<int32_t*>(scratch(1, size_t(listed) * 4));
-  auto* row_of = static_cast<int32_t*>(scratch(2, size_t(listed) * 4));
+  auto* slot_of = static_cast<int32_t*>(scratch.slot_of.get(launches, size_t(listed) * 4));
+  auto* row_of = static_cast<int32_t*>(scratch.row_of.get(launches, size_t(listed) * 4));
   // [slot_count, inner]: the listed entries in list order, then (plain) the always experts' rows
-  auto* hidden = static_cast<float*>(scratch(3, size_t(slot_count * inner) * 4));
-  auto* results = static_cast<float*>(scratch(4, size_t(slot_count * d) * 4));  // [slot_count, d], by slot
-  const size_t split_bytes = std::max(cuda::matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
-                                      cuda::matmul_workspace_bytes(down.dtype == DType::bf16, slot_count, inner));
-  void* workspace = split_bytes ? scratch(kMatmulScratch, split_bytes) : nullptr;
+  auto* hidden = static_cast<float*>(scratch.hidden.get(launches, size_t(slot_count * inner) * 4));
+  auto* results = static_cast<float*>(scratch.results.get(launches, size_t(slot_count * d) * 4));  // by slot
+  const size_t split_bytes = std::max(matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
+                                      matmul_workspace_bytes(down.dtype == DType::bf16, slot_count, inner));
+  void* workspace = split_bytes ? context.scratch.matmul_x.get(launches, split_bytes) : nullptr;
   int32_t* id = ptr<int32_t>(ids);  // written by the fused routing, read by the list
   float* weight = ptr<float>(weights);
   const float* in = ptr<float>(x);
@@ -361,62 +389,57 @@ void CudaBackend::experts_then(const Tensor& x, const Tensor& ids, const Tensor&
   const auto *up_w = static_cast<const uint8_t*>(up.data), *down_w = static_cast<const uint8_t*>(down.data);
   const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
   const size_t up_bytes = up.bytes() / size_t(experts), down_bytes = down.bytes() / size_t(experts);
-  const bool up_packed = packed(up), down_packed = packed(down);
+  const bool up_packed = context.packed(up), down_packed = context.packed(down);
   const bool routed_here = route != nullptr;
   const float* logits = routed_here ? ptr<float>(*route->logits) : nullptr;
   const float* correction = routed_here ? ptr<float>(*route->bias) : nullptr;
   const MoeRouting routing = routed_here ? route->routing : MoeRouting{};
   const int router_experts = routed_here ? int(route->logits->cols()) : 0;
-  const uint64_t key = cuda::launch_key("moe_experts", x, ids, weights, up, down, always, out, segments, slot_of,
-                                        row_of, hidden, results, workspace, up_packed, down_packed, routed_here,
-                                        routed_here ? *route->logits : x, routed_here ? *route->bias : x, routing);
   const List list{listed, int(launched), segments, active, slot_of, row_of};
-  enqueue(key, [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    if (!routed_here)
-      cuda::launch(moe_list_kernel, 1, kMaxExperts, 0, stream, id, slot_info, list);
-    else if (router_experts <= 128)
-      cuda::launch(moe_route_list_kernel<4>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
-                   weight, id, slot_info, list);
-    else
-      cuda::launch(moe_route_list_kernel<16>, 1, kMaxExperts, 0, stream, logits, correction, routing, router_experts,
-                   weight, id, slot_info, list);
-    cuda::MatmulRows rows;
-    rows.n = listed;
-    rows.segments = segments;
-    rows.group_ids = active;
-    rows.groups = launched;
-    rows.group_stride = inner * d;
-    rows.max_group_rows = n;  // a token takes an expert once
-    rows.x_rows = n;
-    rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
-    rows.relu_squared = true;
-    rows.packed = up_packed;
-    cuda::launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, stream);
-    rows.relu_squared = false;
-    rows.packed = down_packed;
-    rows.group_stride = d * inner;
-    rows.x_rows = listed;
-    rows.in_rows = nullptr;  // down: list order in, slots out
-    rows.out_rows = slot_of;
-    cuda::launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, stream);
-    for (int64_t j = 0; !grouped_always && j < always; ++j) {
-      const int64_t first = n * k + j * n;  // the j-th always expert's slots
-      const int64_t e = experts - always + j;
-      cuda::MatmulRows plain;
-      plain.n = plain.x_rows = n;
-      plain.relu_squared = true;
-      plain.packed = up_packed;
-      cuda::launch_matmul(in, up_w + size_t(e) * up_bytes, up_bf16, hidden + first * inner, d, inner, plain, workspace,
-                          stream);
-      plain.relu_squared = false;
-      plain.packed = down_packed;
-      cuda::launch_matmul(hidden + first * inner, down_w + size_t(e) * down_bytes, down_bf16, results + first * d,
-                          inner, d, plain, workspace, stream);
-    }
-    cuda::launch(moe_combine_kernel, cuda::blocks_for(n * d, 256), 256, 0, stream, results, weight, slot_info, d,
-                 result);
-  });
+  if (!routed_here)
+    launch(moe_list_kernel, 1, kMaxExperts, 0, launches, id, slot_info, list);
+  else if (router_experts <= 128)
+    launch(moe_route_list_kernel<4>, 1, kMaxExperts, 0, launches, logits, correction, routing, router_experts, weight,
+           id, slot_info, list);
+  else
+    launch(moe_route_list_kernel<16>, 1, kMaxExperts, 0, launches, logits, correction, routing, router_experts,
+           weight, id, slot_info, list);
+  MatmulRows rows;
+  rows.n = listed;
+  rows.segments = segments;
+  rows.group_ids = active;
+  rows.groups = launched;
+  rows.group_stride = inner * d;
+  rows.max_group_rows = n;  // a token takes an expert once
+  rows.x_rows = n;
+  rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
+  rows.relu_squared = true;
+  rows.packed = up_packed;
+  launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, launches);
+  rows.relu_squared = false;
+  rows.packed = down_packed;
+  rows.group_stride = d * inner;
+  rows.x_rows = listed;
+  rows.in_rows = nullptr;  // down: list order in, slots out
+  rows.out_rows = slot_of;
+  launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, launches);
+  for (int64_t j = 0; !grouped_always && j < always; ++j) {
+    const int64_t first = n * k + j * n;  // the j-th always expert's slots
+    const int64_t e = experts - always + j;
+    MatmulRows plain;
+    plain.n = plain.x_rows = n;
+    plain.relu_squared = true;
+    plain.packed = up_packed;
+    launch_matmul(in, up_w + size_t(e) * up_bytes, up_bf16, hidden + first * inner, d, inner, plain, workspace,
+                  launches);
+    plain.relu_squared = false;
+    plain.packed = down_packed;
+    launch_matmul(hidden + first * inner, down_w + size_t(e) * down_bytes, down_bf16, results + first * d, inner, d,
+                  plain, workspace, launches);
+  }
+  launch(moe_combine_kernel, blocks_for(n * d, 256), 256, 0, launches, results, weight, slot_info, d, result);
 }
 
+}  // namespace
+}  // namespace cuda
 }  // namespace lockstep

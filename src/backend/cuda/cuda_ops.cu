@@ -2,8 +2,8 @@
 // fixed size, so the order of its reductions is the same whatever the launch holds.
 #include <cfloat>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 
 namespace lockstep {
 
@@ -235,129 +235,98 @@ __global__ void split_columns_kernel(const float* x, int64_t d, cuda::ColumnSpli
 
 }  // namespace
 
-void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
+namespace cuda {
+
+void embed(Context& context, const Tensor& table, const Tensor& ids, const Tensor& out) {
   int64_t n = ids.numel(), d = table.cols();
   if (n == 0) return;
-  enqueue(cuda::launch_key("embed_kernel", table, ids, out), [=](void* stream) {
-    cuda::launch(embed_kernel, blocks_for(n * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream), table.data,
-                 table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
-  });
+  launch(embed_kernel, blocks_for(n * d, kThreads), kThreads, 0, context.launches, table.data,
+         table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
 }
 
-void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+void rms_norm(Context& context, const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("rms_norm", x, weight, eps, out), [=](void* stream) {
-    cuda::launch(norm_kernel<false>, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out), x.cols());
-  });
+  launch(norm_kernel<false>, unsigned(x.rows()), kNormThreads, 0, context.launches, ptr<float>(x),
+         static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out), x.cols());
 }
 
-void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
-                               const Tensor& out) {
+void add_rms_norm(Context& context, const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                  const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("add_rms_norm", x, delta, weight, eps, out), [=](void* stream) {
-    cuda::launch(norm_kernel<true>, unsigned(x.rows()), kNormThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
-  });
+  launch(norm_kernel<true>, unsigned(x.rows()), kNormThreads, 0, context.launches, ptr<float>(x), ptr<float>(delta),
+         ptr<float>(weight), eps, ptr<float>(out), x.cols());
 }
 
-void CudaBackend::add_bias(const Tensor& x, const Tensor& bias) {
+void add_bias(Context& context, const Tensor& x, const Tensor& bias) {
   if (x.numel() == 0) return;
-  enqueue(cuda::launch_key("add_bias_kernel", x, bias), [=](void* stream) {
-    cuda::launch(add_bias_kernel, blocks_for(x.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), ptr<float>(bias), x.numel(), x.cols());
-  });
+  launch(add_bias_kernel, blocks_for(x.numel(), kThreads), kThreads, 0, context.launches, ptr<float>(x),
+         ptr<float>(bias), x.numel(), x.cols());
 }
 
-void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+void add(Context& context, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (a.numel() == 0) return;
-  enqueue(cuda::launch_key("add_kernel", a, b, out), [=](void* stream) {
-    cuda::launch(add_kernel, blocks_for(a.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(a), ptr<float>(b), ptr<float>(out), a.numel());
-  });
+  launch(add_kernel, blocks_for(a.numel(), kThreads), kThreads, 0, context.launches, ptr<float>(a), ptr<float>(b),
+         ptr<float>(out), a.numel());
 }
 
-void CudaBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
+void rope(Context& context, const Tensor& x, const Tensor& positions, const Tensor& cos_sin) {
   int64_t rows = x.shape[0], heads = x.shape[1], head_dim = x.shape[2];
   if (rows == 0) return;
-  enqueue(cuda::launch_key("rope_kernel", x, positions, cos_sin), [=](void* stream) {
-    cuda::launch(rope_kernel, blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0,
-                 static_cast<cudaStream_t>(stream), ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows,
-                 heads, head_dim);
-  });
+  launch(rope_kernel, blocks_for(rows * heads * (head_dim / 2), kThreads), kThreads, 0, context.launches,
+         ptr<float>(x), ptr<int32_t>(positions), ptr<float>(cos_sin), rows, heads, head_dim);
 }
 
-void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+void swiglu(Context& context, const Tensor& gate, const Tensor& up, const Tensor& out) {
   if (gate.numel() == 0) return;
-  enqueue(cuda::launch_key("swiglu_kernel", gate, up, out), [=](void* stream) {
-    cuda::launch(swiglu_kernel, blocks_for(gate.numel(), kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.numel());
-  });
+  launch(swiglu_kernel, blocks_for(gate.numel(), kThreads), kThreads, 0, context.launches, ptr<float>(gate),
+         ptr<float>(up), ptr<float>(out), gate.numel());
 }
 
-void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) {
+void relu_squared(Context& context, const Tensor& x, const Tensor& out) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  enqueue(cuda::launch_key("relu_squared_kernel", x, out), [=](void* stream) {
-    cuda::launch(relu_squared_kernel, blocks_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), ptr<float>(out), n);
-  });
+  launch(relu_squared_kernel, blocks_for(n, kThreads), kThreads, 0, context.launches, ptr<float>(x), ptr<float>(out),
+         n);
 }
 
-void CudaBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
+void kv_write(Context& context, const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) {
   int64_t rows = k.shape[0], kv_heads = k.shape[1], head_dim = k.shape[2];
   if (rows == 0) return;
-  enqueue(cuda::launch_key("kv_write_kernel", k, v, slots, cache), [=](void* stream) {
-    cuda::launch(kv_write_kernel, blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0,
-                 static_cast<cudaStream_t>(stream), ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots),
-                 ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads, head_dim, cache.page_size());
-  });
+  launch(kv_write_kernel, blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0, context.launches,
+         ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots), ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
+         head_dim, cache.page_size());
 }
 
-void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
+void softmax(Context& context, const Tensor& x, const Tensor& out) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("softmax_kernel", x, out), [=](void* stream) {
-    cuda::launch(softmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
-                 ptr<float>(out), x.cols());
-  });
+  launch(softmax_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<float>(out), x.cols());
 }
 
-void CudaBackend::argmax(const Tensor& x, const Tensor& ids) {
+void argmax(Context& context, const Tensor& x, const Tensor& ids) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("argmax_kernel", x, ids), [=](void* stream) {
-    cuda::launch(argmax_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
-                 ptr<int32_t>(ids), x.cols());
-  });
+  launch(argmax_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<int32_t>(ids), x.cols());
 }
 
-void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
+void top_k(Context& context, const Tensor& x, const Tensor& values, const Tensor& ids) {
   if (x.rows() == 0) return;
-  enqueue(cuda::launch_key("top_k_kernel", x, values, ids), [=](void* stream) {
-    cuda::launch(top_k_kernel, unsigned(x.rows()), kThreads, 0, static_cast<cudaStream_t>(stream), ptr<float>(x),
-                 ptr<float>(values), ptr<int32_t>(ids), x.cols(), values.cols());
-  });
+  launch(top_k_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<float>(values),
+         ptr<int32_t>(ids), x.cols(), values.cols());
 }
 
-void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+void gather_rows(Context& context, const Tensor& x, const Tensor& rows, const Tensor& out) {
   int64_t m = rows.numel(), d = x.cols();
   if (m == 0) return;
-  enqueue(cuda::launch_key("gather_rows_kernel", x, rows, out), [=](void* stream) {
-    cuda::launch(gather_rows_kernel, blocks_for(m * d, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), ptr<int32_t>(rows), ptr<float>(out), m, d);
-  });
+  launch(gather_rows_kernel, blocks_for(m * d, kThreads), kThreads, 0, context.launches, ptr<float>(x),
+         ptr<int32_t>(rows), ptr<float>(out), m, d);
 }
 
-void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
-  cuda::LaunchKey key;
-  cuda::key_add(key, "split_columns_kernel");
-  cuda::key_add(key, x);
-  const cuda::ColumnSplit split = cuda::column_split(outs, x.cols(), "split_columns", key);
+void split_columns(Context& context, const Tensor& x, const std::vector<Tensor>& outs) {
+  const ColumnSplit split = column_split(outs, x.cols(), "split_columns");
   const int64_t n = x.rows(), width = split.begin[split.count];
   if (n == 0 || width == 0) return;
-  enqueue(key.hash, [=](void* stream) {
-    cuda::launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream),
-                 ptr<float>(x), x.cols(), split, n);
-  });
+  launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, context.launches, ptr<float>(x),
+         x.cols(), split, n);
 }
 
+}  // namespace cuda
 }  // namespace lockstep

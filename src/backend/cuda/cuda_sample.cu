@@ -9,8 +9,8 @@
 // Weights use the device's double exp(), which may differ from the host's in the last bit; a
 // pick can differ from the host Sampler's only when a draw lands within a few units of 2^-52
 // of a boundary.
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.cuh"
 #include "base/philox.h"
 #include "sampling/draw_math.h"
 
@@ -277,9 +277,11 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSetti
 
 }  // namespace
 
-void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
+namespace cuda {
+
+void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   const int64_t n = logits.rows(), vocab = logits.cols();
-  cuda::require(int64_t(rows.size()) == n && ids.numel() >= n, "sample: one SampleRow and one id per logit row");
+  require(int64_t(rows.size()) == n && ids.numel() >= n, "sample: one SampleRow and one id per logit row");
   if (n == 0) return;
   std::vector<RowSettings> host(static_cast<size_t>(n));
   bool any_sampled = false;  // greedy rows need no candidate lists
@@ -294,21 +296,19 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
   settings.dtype = DType::i32;
   settings.shape = {int64_t(sizeof(RowSettings) / 4) * n};
   // The settings, then each row's best keys by part.
-  auto* settings_at = static_cast<char*>(
-      scratch(kSampleSettingsScratch, settings.bytes() + size_t(n) * kBestParts * sizeof(unsigned long long)));
+  auto* settings_at = static_cast<char*>(context.scratch.sample.settings.get(
+      context.launches, settings.bytes() + size_t(n) * kBestParts * sizeof(unsigned long long)));
   settings.data = settings_at;
   auto* best_keys = reinterpret_cast<unsigned long long*>(settings_at + settings.bytes());
-  upload(settings, host.data());
-  auto* lists = any_sampled ? static_cast<Candidate*>(
-                                  scratch(kSampleListsScratch, size_t(n * 3 * vocab) * sizeof(Candidate)))
+  context.upload(settings, host.data());
+  auto* lists = any_sampled ? static_cast<Candidate*>(context.scratch.sample.lists.get(
+                                  context.launches, size_t(n * 3 * vocab) * sizeof(Candidate)))
                             : nullptr;
-  enqueue(cuda::launch_key("sample_kernel", logits, ids, settings.data, lists), [=](void* s) {
-    auto stream = static_cast<cudaStream_t>(s);
-    cuda::launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, stream, cuda::ptr<float>(logits),
-                 vocab, best_keys);
-    cuda::launch(sample_kernel, unsigned(n), kThreads, 0, stream, cuda::ptr<float>(logits), vocab,
-                 static_cast<const RowSettings*>(settings.data), best_keys, lists, cuda::ptr<int32_t>(ids));
-  });
+  launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
+         best_keys);
+  launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
+         static_cast<const RowSettings*>(settings.data), best_keys, lists, ptr<int32_t>(ids));
 }
 
+}  // namespace cuda
 }  // namespace lockstep

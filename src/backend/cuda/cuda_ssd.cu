@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) ssd_scan_kernel(ScanArgs a, Seqs seq
 }
 
 template <int kLaneStates>
-void launch_with(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, cudaStream_t stream) {
+void launch_with(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, Launches& launches) {
   static const bool opted_in = [] {
     const size_t most = size_t(layout_for(kMaxSsdChunk, 32 * kLaneStates).floats) * sizeof(float);
     LOCKSTEP_CUDA(cudaFuncSetAttribute(ssd_scan_kernel<kLaneStates>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -267,22 +267,22 @@ void launch_with(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t ch
   (void)opted_in;
   const int slices = int((a.head_dim + kCols - 1) / kCols);
   const size_t bytes = size_t(layout_for(chunk, 32 * kLaneStates).floats) * sizeof(float);
-  launch(ssd_scan_kernel<kLaneStates>, unsigned(n_seqs * a.heads * slices), kThreads, bytes, stream, a, seqs, chunk,
+  launch(ssd_scan_kernel<kLaneStates>, unsigned(n_seqs * a.heads * slices), kThreads, bytes, launches, a, seqs, chunk,
          slices);
 }
 
 }  // namespace
 
-void launch_ssd_scan(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, cudaStream_t stream) {
+void launch_ssd_scan(const ScanArgs& a, const Seqs& seqs, int64_t n_seqs, int64_t chunk, Launches& launches) {
   const int64_t lane_states = (a.state_size + 31) / 32;
   if (lane_states <= 1)
-    launch_with<1>(a, seqs, n_seqs, chunk, stream);
+    launch_with<1>(a, seqs, n_seqs, chunk, launches);
   else if (lane_states <= 2)
-    launch_with<2>(a, seqs, n_seqs, chunk, stream);
+    launch_with<2>(a, seqs, n_seqs, chunk, launches);
   else if (lane_states <= 4)
-    launch_with<4>(a, seqs, n_seqs, chunk, stream);
+    launch_with<4>(a, seqs, n_seqs, chunk, launches);
   else
-    launch_with<8>(a, seqs, n_seqs, chunk, stream);
+    launch_with<8>(a, seqs, n_seqs, chunk, launches);
 }
 
 }  // namespace lockstep::cuda
