@@ -30,7 +30,7 @@ class BenchTarget {
 CommandResult bench(const std::vector<std::string>& args) {
   std::vector<std::string> all = {"bench"};
   all.insert(all.end(), args.begin(), args.end());
-  auto result = run_command(LOCKSTEP_BINARY, all);
+  auto result = run_command(lockstep_binary(), all);
   EXPECT_TRUE(result.ok()) << result.error().message;
   return result.ok() ? *result : CommandResult{};
 }

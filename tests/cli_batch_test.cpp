@@ -12,7 +12,7 @@ namespace lockstep {
 namespace {
 
 CommandResult run_lockstep(const std::vector<std::string>& args) {
-  auto result = run_command(LOCKSTEP_BINARY, args);
+  auto result = run_command(lockstep_binary(), args);
   EXPECT_TRUE(result.ok());
   return result.ok() ? *result : CommandResult{};
 }

@@ -20,7 +20,7 @@ namespace lockstep {
 namespace {
 
 CommandResult run_lockstep(const std::vector<std::string>& args) {
-  auto result = run_command(LOCKSTEP_BINARY, args);
+  auto result = run_command(lockstep_binary(), args);
   if (!result.ok()) {
     ADD_FAILURE() << result.error().message;
     return {};

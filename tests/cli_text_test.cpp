@@ -31,7 +31,7 @@ TEST_P(CliText, TokenizeJsonOnlyMatchesTheReferenceEncodings) {
   int checked = 0;
   for (const auto& c : (*encodings)["cases"]) {
     if (checked++ % 10 != 0) continue;  // a sample: the unit tests check every case in process
-    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["text"],
+    auto result = run_command(lockstep_binary(), {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["text"],
                                                 "--tokenizer-json-only"});
     ASSERT_TRUE(result.ok());
     ASSERT_EQ(result->exit_code, 0) << result->err;
@@ -44,7 +44,7 @@ TEST_P(CliText, TokenizeMatchesTheReferenceChatIds) {
   auto chats = read_json_file(test_data("tokenizers/" + GetParam() + "/chat.json"));
   ASSERT_TRUE(chats.ok());
   for (const auto& c : (*chats)["cases"]) {
-    auto result = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["prompt"]});
+    auto result = run_command(lockstep_binary(), {"tokenize", "--model", tokenizer_dir(GetParam()), "--text", c["prompt"]});
     ASSERT_TRUE(result.ok());
     ASSERT_EQ(result->exit_code, 0) << result->err;
     EXPECT_EQ(json::parse(result->out), c["ids"]) << c["prompt"];
@@ -61,7 +61,7 @@ TEST_P(CliText, RenderMatchesTheReferencePrompts) {
     ASSERT_TRUE(file.ok());
     std::vector<std::string> args = {"render", "--model", tokenizer_dir(GetParam()), "--messages", *file};
     if (c["kwargs"].value("enable_thinking", true) == false) args.push_back("--no-thinking");
-    auto result = run_command(LOCKSTEP_BINARY, args);
+    auto result = run_command(lockstep_binary(), args);
     ASSERT_TRUE(result.ok());
     ASSERT_EQ(result->exit_code, 0) << result->err;
     EXPECT_EQ(result->out, c["prompt"].get<std::string>());
@@ -73,12 +73,12 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, CliText, ::testing::Values("qwen3", "llama3
 TEST(CliTextErrors, MissingFilesAndBadMessagesAreOneLine) {
   auto dir = TempDir::create();
   ASSERT_TRUE(dir.ok());
-  auto no_tokenizer = run_command(LOCKSTEP_BINARY, {"tokenize", "--model", dir->path(), "--text", "hi"});
+  auto no_tokenizer = run_command(lockstep_binary(), {"tokenize", "--model", dir->path(), "--text", "hi"});
   ASSERT_TRUE(no_tokenizer.ok());
   EXPECT_NE(no_tokenizer->exit_code, 0);
   EXPECT_NE(no_tokenizer->err.find("tokenizer.json"), std::string::npos) << no_tokenizer->err;
   auto bad = dir->write_file("messages.json", R"({"role": "user"})");
-  auto render = run_command(LOCKSTEP_BINARY, {"render", "--model", dir->path(), "--messages", *bad});
+  auto render = run_command(lockstep_binary(), {"render", "--model", dir->path(), "--messages", *bad});
   ASSERT_TRUE(render.ok());
   EXPECT_NE(render->exit_code, 0);
   EXPECT_EQ(render->err.find('\n'), render->err.size() - 1) << "one line: " << render->err;

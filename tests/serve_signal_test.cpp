@@ -26,11 +26,12 @@ struct ServeProcess {
   explicit ServeProcess(const std::string& model) {
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return;
+    const std::string binary = lockstep_binary();
     pid = fork();
     if (pid == 0) {
       dup2(pipe_fds[1], STDERR_FILENO);
       close(pipe_fds[0]);
-      execl(LOCKSTEP_BINARY, LOCKSTEP_BINARY, "serve", "--model", model.c_str(), "--port", "0", "--threads", "1",
+      execl(binary.c_str(), binary.c_str(), "serve", "--model", model.c_str(), "--port", "0", "--threads", "1",
             static_cast<char*>(nullptr));
       _exit(127);
     }

@@ -39,4 +39,9 @@ std::string test_data(const std::string& name) {
   return std::string(moved && *moved ? moved : LOCKSTEP_TEST_DATA) + "/" + name;
 }
 
+std::string lockstep_binary() {
+  const char* moved = std::getenv("LOCKSTEP_BINARY");
+  return moved && *moved ? moved : LOCKSTEP_BINARY;
+}
+
 }  // namespace lockstep

@@ -23,4 +23,8 @@ std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info
 // tests/data/<name>
 std::string test_data(const std::string& name);
 
+// The lockstep binary the CLI tests run: LOCKSTEP_BINARY in the environment (a build carried to
+// another machine), else the one this build made.
+std::string lockstep_binary();
+
 }  // namespace lockstep

@@ -1,4 +1,5 @@
 // The CUDA ops' context: queued launches and their graphs, scratch buffers, transfers.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,9 +35,19 @@ Launches::~Launches() {
   cudaStreamDestroy(stream_);
 }
 
-void Launches::queue(uint64_t key, std::function<void(cudaStream_t)> run) {
+void Launches::queue_bytes(uint64_t key, void (*run)(const void*, cudaStream_t), const void* record,
+                           size_t bytes) {
   pending_key_ = (pending_key_ ^ key) * 0x100000001b3ull + pending_.size();
-  pending_.push_back(std::move(run));
+  const size_t slots = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+  const size_t at = arena_used_ / sizeof(std::max_align_t);
+  if (arena_.size() < at + slots) arena_.resize(std::max(2 * arena_.size(), at + slots));
+  std::memcpy(&arena_[at], record, bytes);
+  arena_used_ += slots * sizeof(std::max_align_t);
+  pending_.push_back({run, at});
+}
+
+void Launches::run_pending() {
+  for (const Queued& queued : pending_) queued.run(&arena_[queued.at], stream_);
 }
 
 void Launches::flush() {
@@ -58,7 +69,7 @@ void Launches::flush() {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     LOCKSTEP_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    for (auto& run : pending_) run(stream_);
+    run_pending();
     LOCKSTEP_CUDA(cudaStreamEndCapture(stream_, &graph));
     LOCKSTEP_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     LOCKSTEP_CUDA(cudaGraphDestroy(graph));
@@ -68,7 +79,7 @@ void Launches::flush() {
   } else {
     if (seen_passes_.size() > 4 * kMaxGraphs) seen_passes_.clear();
     seen_passes_.insert(key);
-    for (auto& run : pending_) run(stream_);
+    run_pending();
   }
   if (trace) {
     const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - trace_start).count();
@@ -80,6 +91,7 @@ void Launches::flush() {
                  all_ms);
   }
   pending_.clear();
+  arena_used_ = 0;
   pending_key_ = 0;
 }
 

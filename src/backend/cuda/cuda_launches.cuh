@@ -6,10 +6,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
-#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -51,6 +50,29 @@ inline void key_add(LaunchKey& key, const MoeRouting& r) {
   key_add(key, r.groups), key_add(key, r.topk_groups), key_add(key, r.normalize), key_add(key, r.scale);
 }
 
+// The parameters of a queued launch: a tuple that stays trivially copyable when its elements
+// are (std::tuple is not), so records can be copied into the launch arena as bytes.
+template <class... Ts>
+struct Tuple {};
+template <class T, class... Ts>
+struct Tuple<T, Ts...> {
+  T head;
+  Tuple<Ts...> tail;
+  Tuple() = default;
+  template <class A, class... As, class = std::enable_if_t<!std::is_same_v<std::decay_t<A>, Tuple>>>
+  explicit Tuple(A&& a, As&&... as) : head(std::forward<A>(a)), tail(std::forward<As>(as)...) {}
+};
+
+// f(each element of t, in order).
+template <class F, class... Done>
+void apply_to(F&& f, const Tuple<>&, const Done&... done) {
+  f(done...);
+}
+template <class F, class T, class... Ts, class... Done>
+void apply_to(F&& f, const Tuple<T, Ts...>& t, const Done&... done) {
+  apply_to(std::forward<F>(f), t.tail, done..., t.head);
+}
+
 // Launches queued for the backend's stream until flush(). Not thread-safe (the backend's one
 // thread). A queued pass whose launches equal an earlier pass's runs as a CUDA graph: captured
 // the second time it is seen, replayed with one launch from then on.
@@ -65,29 +87,31 @@ class Launches {
 
   cudaStream_t stream() const { return stream_; }
 
-  // Queues kernel<<<grid, block, shared>>>(args...) as an early launch (launch_now).
+  // Queues kernel<<<grid, block, shared>>>(args...) as an early launch (launch_now). The record
+  // goes into a byte arena that keeps its capacity from pass to pass, so queueing allocates
+  // nothing once the passes repeat.
   template <class... Params, class... Args>
   void kernel(void (*fn)(Params...), dim3 grid, dim3 block, size_t shared, Args&&... args) {
     static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
-    std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+    using Record = KernelRecord<std::decay_t<Params>...>;
+    const Record record{fn, grid, block, shared, Tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
     LaunchKey key;
     key_add(key, reinterpret_cast<const void*>(fn));
     key_add(key, grid), key_add(key, block), key_add(key, shared);
-    std::apply([&](const auto&... p) { (key_add(key, p), ...); }, params);
-    queue(key.hash, [=](cudaStream_t stream) {
-      std::apply([&](const auto&... p) { launch_now(fn, grid, block, shared, stream, p...); }, params);
-    });
+    apply_to([&](const auto&... p) { (key_add(key, p), ...); }, record.params);
+    queue(key.hash, record);
   }
 
   // Queues a library call on the stream (cuBLAS): `call` must be a plain function, so that
   // its arguments, which the key reads, are all it acts on.
   template <class... Params, class... Args>
   void library(void (*call)(cudaStream_t, Params...), Args&&... args) {
-    std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+    using Record = LibraryRecord<std::decay_t<Params>...>;
+    const Record record{call, Tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
     LaunchKey key;
     key_add(key, reinterpret_cast<const void*>(call));
-    std::apply([&](const auto&... p) { (key_add(key, p), ...); }, params);
-    queue(key.hash, [=](cudaStream_t stream) { std::apply([&](const auto&... p) { call(stream, p...); }, params); });
+    apply_to([&](const auto&... p) { (key_add(key, p), ...); }, record.params);
+    queue(key.hash, record);
   }
 
   // Launches what is queued: as a graph where this pass was seen before. LOCKSTEP_CUDA_GRAPHS=0
@@ -96,10 +120,46 @@ class Launches {
   void flush();
 
  private:
-  void queue(uint64_t key, std::function<void(cudaStream_t)> run);
+  // A queued launch: its parameters as the kernel takes them, and how to launch it. Records are
+  // copied into the arena as bytes, so every field must be trivially copyable (pointers,
+  // scalars and plain structs: all a kernel can take).
+  template <class... Params>
+  struct KernelRecord {
+    void (*fn)(Params...);
+    dim3 grid, block;
+    size_t shared;
+    Tuple<Params...> params;
+    static void run(const void* at, cudaStream_t stream) {
+      const auto& r = *static_cast<const KernelRecord*>(at);
+      apply_to([&](const auto&... p) { launch_now(r.fn, r.grid, r.block, r.shared, stream, p...); }, r.params);
+    }
+  };
+  template <class... Params>
+  struct LibraryRecord {
+    void (*call)(cudaStream_t, Params...);
+    Tuple<Params...> params;
+    static void run(const void* at, cudaStream_t stream) {
+      const auto& r = *static_cast<const LibraryRecord*>(at);
+      apply_to([&](const auto&... p) { r.call(stream, p...); }, r.params);
+    }
+  };
+  struct Queued {
+    void (*run)(const void* record, cudaStream_t stream);
+    size_t at;  // the record's offset in arena_
+  };
+
+  template <class Record>
+  void queue(uint64_t key, const Record& record) {
+    static_assert(std::is_trivially_copyable_v<Record> && alignof(Record) <= alignof(std::max_align_t));
+    queue_bytes(key, &Record::run, &record, sizeof(Record));
+  }
+  void queue_bytes(uint64_t key, void (*run)(const void*, cudaStream_t), const void* record, size_t bytes);
+  void run_pending();
 
   cudaStream_t stream_;
-  std::vector<std::function<void(cudaStream_t)>> pending_;
+  std::vector<Queued> pending_;
+  std::vector<std::max_align_t> arena_;  // the records of pending_, max-aligned
+  size_t arena_used_ = 0;                // in bytes
   uint64_t pending_key_ = 0;
   bool use_graphs_ = true;
   std::unordered_set<uint64_t> seen_passes_;
