@@ -94,17 +94,8 @@ class WeightBytes final : public Backend {
                  const Tensor& out) override {
     timed("attention", [&] { inner_.attention(q, cache, rows, scale, out); });
   }
-  void softmax(const Tensor& x, const Tensor& out) override {
-    timed("softmax", [&] { inner_.softmax(x, out); });
-  }
-  void argmax(const Tensor& x, const Tensor& ids) override {
-    timed("argmax", [&] { inner_.argmax(x, ids); });
-  }
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override {
     timed("sample", [&] { inner_.sample(logits, rows, ids); });
-  }
-  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override {
-    timed("top_k", [&] { inner_.top_k(x, values, ids); });
   }
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
     timed("gather_rows", [&] { inner_.gather_rows(x, rows, out); });

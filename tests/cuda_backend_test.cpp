@@ -132,14 +132,13 @@ TEST_F(CudaVsCpu, Matmul) {
 TEST_F(CudaVsCpu, RowOps) {
   const int64_t n = 7, d = 300;
   Pair x = random(DType::f32, {n, d}), y = random(DType::f32, {n, d}), w = random(DType::f32, {d});
-  Pair norm = output(DType::f32, {n, d}), sum = output(DType::f32, {n, d}), soft = output(DType::f32, {n, d});
+  Pair norm = output(DType::f32, {n, d}), sum = output(DType::f32, {n, d});
   Pair glu = output(DType::f32, {n, d}), relu = output(DType::f32, {n, d}), gated = output(DType::f32, {n, d});
   for (Backend* b : {static_cast<Backend*>(&cpu), gpu.get()}) {
     bool on_cpu = b == &cpu;
     auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
     b->rms_norm(pick(x), pick(w), 1e-5f, pick(norm));
     b->add(pick(x), pick(y), pick(sum));
-    b->softmax(pick(x), pick(soft));
     b->swiglu(pick(x), pick(y), pick(glu));
     b->relu_squared(pick(x), pick(relu));
     b->gated_rms_norm(pick(x), pick(y), pick(w), 3, 1e-5f, pick(gated));
@@ -147,7 +146,6 @@ TEST_F(CudaVsCpu, RowOps) {
   }
   expect_close(norm, "rms_norm");
   expect_close(sum, "add, add_bias");
-  expect_close(soft, "softmax");
   expect_close(glu, "swiglu");
   expect_close(relu, "relu_squared");
   expect_close(gated, "gated_rms_norm");
@@ -272,17 +270,9 @@ TEST_F(CudaVsCpu, PreparedWeightsGiveTheSameBits) {
   }
 }
 
-TEST_F(CudaVsCpu, SelectionGatherAndEmbed) {
-  const int64_t n = 5, d = 1000, k = 7;
+TEST_F(CudaVsCpu, GatherSplitAndEmbed) {
+  const int64_t n = 5, d = 1000;
   Pair x = random(DType::f32, {n, d});
-  Pair ids = output(DType::i32, {n}), top_values = output(DType::f32, {n, k}), top_ids = output(DType::i32, {n, k});
-  cpu.argmax(x.cpu, ids.cpu);
-  gpu->argmax(x.gpu, ids.gpu);
-  expect_equal_ids(ids, "argmax");
-  cpu.top_k(x.cpu, top_values.cpu, top_ids.cpu);
-  gpu->top_k(x.gpu, top_values.gpu, top_ids.gpu);
-  expect_equal_ids(top_ids, "top_k ids");
-  expect_close(top_values, "top_k values", 0.0);
   Pair rows = ints({3}, {4, 0, 4}), gathered = output(DType::f32, {3, d});
   Pair first = output(DType::f32, {n, 17}), second = output(DType::f32, {n, 300}), third = output(DType::f32, {n, 1});
   cpu.gather_rows(x.cpu, rows.cpu, gathered.cpu);

@@ -148,28 +148,6 @@ TEST_P(OpInvariance, ElementwiseOps) {
                               [](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
                                 b.add(in[0], in[1], out);
                               }});
-  expect_invariant(*backend, {"softmax", {{DType::f32, d}}, d, DType::f32,
-                              [](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
-                                b.softmax(in[0], out);
-                              }});
-  expect_invariant(*backend, {"argmax", {{DType::f32, d}}, 1, DType::i32,
-                              [](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
-                                b.argmax(in[0], out);
-                              }});
-}
-
-TEST_P(OpInvariance, TopK) {
-  const int64_t d = 300, k = 20;
-  expect_invariant(*backend, {"top_k values", {{DType::f32, d}}, k, DType::f32,
-                              [&](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
-                                OwnedTensor ids = b.alloc(DType::i32, {in[0].rows(), k});
-                                b.top_k(in[0], out, ids);
-                              }});
-  expect_invariant(*backend, {"top_k ids", {{DType::f32, d}}, k, DType::i32,
-                              [&](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
-                                OwnedTensor values = b.alloc(DType::f32, {in[0].rows(), k});
-                                b.top_k(in[0], values, out);
-                              }});
 }
 
 TEST_P(OpInvariance, Rope) {

@@ -151,17 +151,10 @@ class Backend {
   // h reads kv head h / (heads / kv_heads)). q, out f32 [n, heads, head_dim].
   virtual void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                          const Tensor& out) = 0;
-  // Row-wise softmax. f32 [rows, d].
-  virtual void softmax(const Tensor& x, const Tensor& out) = 0;
-  // ids[r] = the index of row r's largest value; ties to the lowest index, NaN never wins.
-  virtual void argmax(const Tensor& x, const Tensor& ids) = 0;
   // ids[r] = the token Sampler::sample picks from logits row r with rows[r] (greedy rows: the
   // argmax), so only ids need leave the backend. logits f32 [n, vocab]; ids i32 [n]; rows: n
   // entries, each passing validate().
   virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) = 0;
-  // The k largest values of each row, largest first, ties to the lowest index.
-  // x f32 [rows, d]; values f32 [rows, k]; ids i32 [rows, k].
-  virtual void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) = 0;
   // out[i] = x[rows[i]]. x f32 [n, d]; rows i32 [m]; out f32 [m, d].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // Cuts each row of x into consecutive column ranges: outs[0] gets its first w0 columns, outs[1]

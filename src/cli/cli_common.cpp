@@ -26,16 +26,20 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
   if (model_required) model->required();
   command.add_option("--backend", flags.backend, "cpu or cuda (cuda: built with nvcc, on an NVIDIA GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  command.add_option("--threads", flags.threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 1024));
+  command.add_option("--threads", flags.threads, "the CPU backend's threads (0: one per core); the CUDA backend has none")
+      ->check(CLI::Range(0, 1024));
   command.add_option("--context", flags.context, "positions a sequence may use (0: the model's maximum)")
+      ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   command.add_flag("--dummy-weights", flags.dummy_weights,
                    "random weights from config.json alone (fixed seed), for benchmarking without a checkpoint");
 }
 
 Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
+  if (flags.backend == "cuda" && flags.threads >= 0)
+    return make_error("--threads sets the CPU backend's threads; with --backend cuda leave it out");
   LoadedModel loaded;
-  auto backend = make_backend(flags.backend, flags.threads);
+  auto backend = make_backend(flags.backend, std::max(flags.threads, 0));
   if (!backend.ok()) return backend.error();
   loaded.backend = std::move(*backend);
   options.max_context = flags.context;

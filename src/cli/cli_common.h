@@ -17,7 +17,7 @@ namespace lockstep::cli {
 struct ModelFlags {
   std::string model_dir;
   std::string backend = "cpu";
-  int threads = 0;
+  int threads = -1;  // -1: not given (one per core)
   int64_t context = 0;
   bool dummy_weights = false;
   bool tokenizer_json_only = false;  // --tokenizer-json-only, for the commands that read text

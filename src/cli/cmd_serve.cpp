@@ -27,6 +27,7 @@ struct ServeFlags {
   bool no_thinking = false;
   bool no_drafts = false;
   double prompt_cache_gib = 0;
+  bool prompt_cache_gib_given = false;
   size_t max_body_bytes = 8 << 20;
 };
 
@@ -58,7 +59,8 @@ int run_serve(const ServeFlags& flags) {
     std::cerr << "lockstep: no --model given: serving the embedded model tiny-arith from " << model_flags.model_dir
               << std::endl;
   }
-  if (model_flags.context == 0) model_flags.context = 4096;
+  if (flags.prompt_cache_gib_given)
+    return fail("--prompt-cache-gib: the prompt cache is not built yet; leave the flag out");
   // The KV pool: --parallel streams of the full context, each reserved at admission.
   options.kv_pages = int32_t(flags.parallel * ((model_flags.context + options.page_size - 1) / options.page_size));
   auto loaded = load(model_flags, options);
@@ -105,6 +107,7 @@ int run_serve(const ServeFlags& flags) {
 Command add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* command = app.add_subcommand("serve", "Serve a model over OpenAI-compatible HTTP");
+  flags->model.context = 4096;  // a KV pool of --parallel full contexts: the model's maximum is often far more
   add_model_flags(*command, flags->model, /*model_required=*/false);
   add_tokenizer_flag(*command, flags->model.tokenizer_json_only);
   command->add_option("--host", flags->host, "address to listen on");
@@ -118,8 +121,10 @@ Command add_serve_command(CLI::App& app) {
   command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
   command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
   command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,
-                      "prompt cache size (accepted; the prompt cache is not built yet, so this does nothing)");
-  command->add_flag("--no-drafts", flags->no_drafts, "turn MTP drafts off (accepted; drafts are not built yet)");
+                      "prompt cache size (refused: the prompt cache is not built yet)")
+      ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
+  command->add_flag("--no-drafts", flags->no_drafts,
+                    "no MTP drafts (no model lockstep runs has an MTP head yet, so there are none either way)");
   return {command, [flags] { return run_serve(*flags); }};
 }
 

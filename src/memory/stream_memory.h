@@ -3,6 +3,10 @@
 // Plan, then commit: can_admit() and fits_ever() only look; admit() either reserves
 // everything or nothing; grow() inside a reservation never fails, so a running stream is
 // never starved or corrupted by a newcomer.
+//
+// Thread-safety: one thread changes it (the lane host's). fits_ever() reads only the pools'
+// sizes, fixed at construction, so LaneHost::submit calls it from any thread; every other
+// member is for the owning thread alone.
 #pragma once
 
 #include <cstdint>

@@ -112,74 +112,12 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots,
   }
 }
 
-void CpuBackend::softmax(const Tensor& x, const Tensor& out) {
-  const int64_t d = x.cols();
-  pool_.parallel_for(x.rows(), kRowGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = x.as<float>() + r * d;
-      float* o = out.as<float>() + r * d;
-      float top = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < d; ++i) top = std::max(top, row[i]);
-      float lanes[8] = {};
-      for (int64_t i = 0; i < d; ++i) {
-        o[i] = std::exp(row[i] - top);
-        lanes[i % 8] += o[i];
-      }
-      float inv = 1.0f / cpu::tree_sum8(lanes);
-      for (int64_t i = 0; i < d; ++i) o[i] *= inv;
-    }
-  });
-}
-
-void CpuBackend::argmax(const Tensor& x, const Tensor& ids) {
-  const int64_t d = x.cols();
-  for (int64_t r = 0; r < x.rows(); ++r) {
-    const float* row = x.as<float>() + r * d;
-    int64_t best = 0;
-    float best_value = -std::numeric_limits<float>::infinity();
-    bool found = false;
-    for (int64_t i = 0; i < d; ++i) {
-      if (std::isnan(row[i])) continue;
-      if (!found || row[i] > best_value) {
-        best = i;
-        best_value = row[i];
-        found = true;
-      }
-    }
-    ids.as<int32_t>()[r] = int32_t(best);
-  }
-}
-
 void CpuBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   assert(int64_t(rows.size()) == logits.rows());
   const int vocab = int(logits.cols());
   if (!sampler_ || sampler_->vocab_size() != vocab) sampler_ = std::make_unique<Sampler>(vocab);
   for (size_t r = 0; r < rows.size(); ++r)
     ids.as<int32_t>()[r] = sampler_->sample(logits.as<float>() + int64_t(r) * vocab, rows[r].params, rows[r].position);
-}
-
-void CpuBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
-  const int64_t d = x.cols();
-  const int64_t k = values.cols();
-  for (int64_t r = 0; r < x.rows(); ++r) {
-    const float* row = x.as<float>() + r * d;
-    float* out_values = values.as<float>() + r * k;
-    int32_t* out_ids = ids.as<int32_t>() + r * k;
-    int64_t count = 0;  // out_* hold the best `count` so far, sorted; insertion keeps ties stable
-    for (int64_t i = 0; i < d; ++i) {
-      float value = std::isnan(row[i]) ? -std::numeric_limits<float>::infinity() : row[i];
-      if (count == k && !(value > out_values[k - 1])) continue;
-      int64_t at = std::min(count, k - 1);
-      while (at > 0 && value > out_values[at - 1]) {
-        out_values[at] = out_values[at - 1];
-        out_ids[at] = out_ids[at - 1];
-        --at;
-      }
-      out_values[at] = value;
-      out_ids[at] = int32_t(i);
-      count = std::min(count + 1, k);
-    }
-  }
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {

@@ -167,13 +167,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
                             const Tensor& out) {
   cuda::attention(*context_, q, cache, rows, scale, out);
 }
-void CudaBackend::softmax(const Tensor& x, const Tensor& out) { cuda::softmax(*context_, x, out); }
-void CudaBackend::argmax(const Tensor& x, const Tensor& ids) { cuda::argmax(*context_, x, ids); }
 void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   cuda::sample(*context_, logits, rows, ids);
-}
-void CudaBackend::top_k(const Tensor& x, const Tensor& values, const Tensor& ids) {
-  cuda::top_k(*context_, x, values, ids);
 }
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
   cuda::gather_rows(*context_, x, rows, out);

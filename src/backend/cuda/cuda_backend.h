@@ -68,10 +68,7 @@ class CudaBackend final : public Backend {
   void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache) override;
   void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                  const Tensor& out) override;
-  void softmax(const Tensor& x, const Tensor& out) override;
-  void argmax(const Tensor& x, const Tensor& ids) override;
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
-  void top_k(const Tensor& x, const Tensor& values, const Tensor& ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override;
   void relu_squared(const Tensor& x, const Tensor& out) override;

@@ -135,86 +135,6 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
   v_cache[dst] = v[i];
 }
 
-__global__ void softmax_kernel(const float* x, float* out, int64_t d) {
-  cuda::start_kernel();
-  __shared__ float shared[kThreads / 32];
-  const float* row = x + int64_t(blockIdx.x) * d;
-  float* o = out + int64_t(blockIdx.x) * d;
-  float top = -INFINITY;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) top = fmaxf(top, row[i]);
-  top = cuda::block_max<kThreads>(top, shared);
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) {
-    o[i] = expf(row[i] - top);
-    sum += o[i];
-  }
-  float inv = 1.0f / cuda::block_sum<kThreads>(sum, shared);
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) o[i] *= inv;
-}
-
-// The better of two (value, index) candidates: larger value, then lower index; NaN never wins.
-__device__ inline bool better(float value, int32_t index, float best_value, int32_t best_index) {
-  if (isnan(value)) return false;
-  if (best_index < 0 || isnan(best_value)) return true;
-  return value > best_value || (value == best_value && index < best_index);
-}
-
-// The best candidate of a block. `values`/`indices` hold kThreads / 32 entries.
-__device__ void block_best(float& value, int32_t& index, float* values, int32_t* indices) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
-    int32_t other_index = __shfl_xor_sync(0xffffffffu, index, offset);
-    if (better(other_value, other_index, value, index)) value = other_value, index = other_index;
-  }
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) values[threadIdx.x / 32] = value, indices[threadIdx.x / 32] = index;
-  __syncthreads();
-  value = values[0];
-  index = indices[0];
-  for (int w = 1; w < kThreads / 32; ++w)
-    if (better(values[w], indices[w], value, index)) value = values[w], index = indices[w];
-}
-
-__global__ void argmax_kernel(const float* x, int32_t* ids, int64_t d) {
-  cuda::start_kernel();
-  __shared__ float values[kThreads / 32];
-  __shared__ int32_t indices[kThreads / 32];
-  const float* row = x + int64_t(blockIdx.x) * d;
-  float best = NAN;
-  int32_t at = -1;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads)
-    if (better(row[i], int32_t(i), best, at)) best = row[i], at = int32_t(i);
-  block_best(best, at, values, indices);
-  if (threadIdx.x == 0) ids[blockIdx.x] = at < 0 ? 0 : at;
-}
-
-// The k best of a row by k block-wide passes: pass j takes the best candidate ranked after
-// pass j-1's pick (lower value, or equal value and higher index). NaN counts as -inf.
-__global__ void top_k_kernel(const float* x, float* out_values, int32_t* out_ids, int64_t d, int64_t k) {
-  cuda::start_kernel();
-  __shared__ float values[kThreads / 32];
-  __shared__ int32_t indices[kThreads / 32];
-  const float* row = x + int64_t(blockIdx.x) * d;
-  float last_value = INFINITY;
-  int32_t last_index = -1;
-  for (int64_t j = 0; j < k; ++j) {
-    float best = NAN;
-    int32_t at = -1;
-    for (int64_t i = threadIdx.x; i < d; i += kThreads) {
-      float v = isnan(row[i]) ? -INFINITY : row[i];
-      bool after = v < last_value || (v == last_value && int32_t(i) > last_index);
-      if (after && better(v, int32_t(i), best, at)) best = v, at = int32_t(i);
-    }
-    block_best(best, at, values, indices);
-    if (threadIdx.x == 0) {
-      out_values[blockIdx.x * k + j] = at < 0 ? -INFINITY : best;
-      out_ids[blockIdx.x * k + j] = at < 0 ? 0 : at;
-    }
-    last_value = best;
-    last_index = at;
-  }
-}
-
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, float* out, int64_t m, int64_t d) {
   cuda::start_kernel();
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -295,22 +215,6 @@ void kv_write(Context& context, const Tensor& k, const Tensor& v, const Tensor& 
   launch(kv_write_kernel, blocks_for(rows * kv_heads * head_dim, kThreads), kThreads, 0, context.launches,
          ptr<float>(k), ptr<float>(v), ptr<int32_t>(slots), ptr<float>(cache.k), ptr<float>(cache.v), rows, kv_heads,
          head_dim, cache.page_size());
-}
-
-void softmax(Context& context, const Tensor& x, const Tensor& out) {
-  if (x.rows() == 0) return;
-  launch(softmax_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<float>(out), x.cols());
-}
-
-void argmax(Context& context, const Tensor& x, const Tensor& ids) {
-  if (x.rows() == 0) return;
-  launch(argmax_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<int32_t>(ids), x.cols());
-}
-
-void top_k(Context& context, const Tensor& x, const Tensor& values, const Tensor& ids) {
-  if (x.rows() == 0) return;
-  launch(top_k_kernel, unsigned(x.rows()), kThreads, 0, context.launches, ptr<float>(x), ptr<float>(values),
-         ptr<int32_t>(ids), x.cols(), values.cols());
 }
 
 void gather_rows(Context& context, const Tensor& x, const Tensor& rows, const Tensor& out) {
