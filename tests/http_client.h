@@ -1,5 +1,5 @@
-// The server tests' HTTP helpers: the library client (server/http_client.h) aimed at
-// 127.0.0.1, with failures as status 0, and a request that can hang up mid-reply.
+// The server tests' HTTP helpers: the library client (http/http_client.h) aimed at 127.0.0.1,
+// with failures as status 0, and a request that can hang up mid-reply.
 #pragma once
 
 #include <string>
@@ -18,16 +18,16 @@ HttpReply http_request(int port, const std::string& method, const std::string& p
 class OpenRequest {
  public:
   OpenRequest(int port, const std::string& method, const std::string& path, const std::string& body);
-  ~OpenRequest();
   OpenRequest(const OpenRequest&) = delete;
   OpenRequest& operator=(const OpenRequest&) = delete;
-  bool connected() const { return fd_ >= 0; }
+  bool connected() const { return connected_; }
   // Reads until `needle` has arrived (or timeout); returns everything read so far.
   std::string read_until(const std::string& needle, int timeout_seconds = 30);
   void hang_up();
 
  private:
-  int fd_ = -1;
+  ClientConnection connection_;  // reads wait at most 200 ms at a time, so read_until keeps its deadline
+  bool connected_ = false;
   std::string received_;
 };
 

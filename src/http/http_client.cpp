@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 namespace lockstep {
 
@@ -22,9 +23,6 @@ std::string lower(std::string text) {
   for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
-
-// Where body bytes go as they arrive, with the time they arrived; false to stop reading.
-using BodySink = std::function<bool(std::string_view bytes, Clock::time_point arrived)>;
 
 // Splits a byte stream into server-sent events and hands each one's data to the handler.
 class SseSplitter {
@@ -64,89 +62,102 @@ class SseSplitter {
   bool has_data_ = false;
 };
 
-// One client socket and the bytes read from it but not yet consumed.
-class Connection {
- public:
-  Connection(const HttpEndpoint& server, int timeout_seconds)
-      : where_(server.host + ":" + std::to_string(server.port)), timeout_ms_(timeout_seconds * 1000) {}
-  ~Connection() {
-    if (fd_ >= 0) close(fd_);
+Expected<HttpReply> exchange(const HttpEndpoint& server, const std::string& method, const std::string& path,
+                             const std::string& body, const SseHandler* on_event, int timeout_seconds) {
+  ClientConnection connection(server, std::chrono::seconds(timeout_seconds));
+  LOCKSTEP_TRY(connection.open());
+  LOCKSTEP_TRY(connection.send(http_request_text(server, method, path, body)));
+  HttpReply reply;
+  LOCKSTEP_TRY(connection.read_head(reply));
+  const bool events = on_event && reply.status / 100 == 2 &&
+                      lower(reply.header("content-type")).starts_with("text/event-stream");
+  if (events) {
+    SseSplitter splitter(*on_event);
+    LOCKSTEP_TRY(connection.read_body(reply, [&](std::string_view bytes, Clock::time_point arrived) {
+      return splitter.push(bytes, arrived);
+    }));
+  } else {
+    LOCKSTEP_TRY(connection.read_body(reply, [&](std::string_view bytes, Clock::time_point) {
+      reply.body.append(bytes);
+      return true;
+    }));
   }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  return reply;
+}
 
-  Status open(const HttpEndpoint& server) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(uint16_t(server.port));
-    const std::string host = server.host == "localhost" ? "127.0.0.1" : server.host;
-    if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1)
-      return make_error("'" + server.host + "' is not an IPv4 address");
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return make_error(std::string("socket: ") + std::strerror(errno));
-    timeval timeout = {timeout_ms_ / 1000, (timeout_ms_ % 1000) * 1000};
-    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));  // bounds connect() too
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0)
-      return make_error("cannot connect to " + where_ + ": " +
-                        (errno == EINPROGRESS ? std::string("timed out") : std::strerror(errno)));
-    return Status::success();
+}  // namespace
+
+ClientConnection::ClientConnection(HttpEndpoint server, std::chrono::milliseconds timeout)
+    : server_(std::move(server)),
+      where_(server_.host + ":" + std::to_string(server_.port)),
+      timeout_ms_(int(timeout.count())) {}
+
+ClientConnection::~ClientConnection() { hang_up(); }
+
+void ClientConnection::hang_up() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+Status ClientConnection::open() {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(server_.port));
+  const std::string host = server_.host == "localhost" ? "127.0.0.1" : server_.host;
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1)
+    return make_error("'" + server_.host + "' is not an IPv4 address");
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return make_error(std::string("socket: ") + std::strerror(errno));
+  timeval timeout = {timeout_ms_ / 1000, (timeout_ms_ % 1000) * 1000};
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));  // bounds connect() too
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const std::string why = errno == EINPROGRESS ? std::string("timed out") : std::strerror(errno);
+    hang_up();
+    return make_error("cannot connect to " + where_ + ": " + why);
   }
+  return Status::success();
+}
 
-  Status send_all(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return make_error("cannot send to " + where_ + ": " + std::strerror(errno));
-      data.remove_prefix(size_t(n));
-    }
-    return Status::success();
+Status ClientConnection::send(std::string_view data) {
+  if (fd_ < 0) return make_error("not connected to " + where_);
+  while (!data.empty()) {
+    ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return make_error("cannot send to " + where_ + ": " + std::strerror(errno));
+    data.remove_prefix(size_t(n));
   }
+  return Status::success();
+}
 
-  // Appends what arrives next to buffer(): true for bytes, false when the server closed;
-  // an error on a timeout or a failed read.
-  Expected<bool> fill() {
-    pollfd p{fd_, POLLIN, 0};
-    int ready;
-    while ((ready = poll(&p, 1, timeout_ms_)) < 0 && errno == EINTR) {
-    }
-    if (ready == 0) return make_error(where_ + " sent nothing for " + std::to_string(timeout_ms_ / 1000) + " s");
-    char scratch[16 << 10];
-    ssize_t n;
-    while ((n = recv(fd_, scratch, sizeof(scratch), 0)) < 0 && errno == EINTR) {
-    }
-    if (n < 0) return make_error("cannot read from " + where_ + ": " + std::strerror(errno));
-    arrived_ = Clock::now();
-    buffer_.append(scratch, size_t(n));
-    return n > 0;
+Expected<bool> ClientConnection::fill() {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  int ready;
+  while ((ready = poll(&p, 1, timeout_ms_)) < 0 && errno == EINTR) {
   }
-
-  // fill(), with a close counted as an error: the reply is cut short.
-  Status fill_or_fail() {
-    Expected<bool> more = fill();
-    if (!more.ok()) return more.error();
-    if (!*more) return make_error(where_ + " closed the connection mid-reply");
-    return Status::success();
+  if (ready == 0) return make_error(where_ + " sent nothing for " + std::to_string(timeout_ms_) + " ms");
+  char scratch[16 << 10];
+  ssize_t n;
+  while ((n = recv(fd_, scratch, sizeof(scratch), 0)) < 0 && errno == EINTR) {
   }
+  if (n < 0) return make_error("cannot read from " + where_ + ": " + std::strerror(errno));
+  arrived_ = Clock::now();
+  buffer_.append(scratch, size_t(n));
+  return n > 0;
+}
 
-  std::string& buffer() { return buffer_; }
-  Clock::time_point arrived() const { return arrived_; }
-  const std::string& where() const { return where_; }
+Status ClientConnection::fill_or_fail() {
+  Expected<bool> more = fill();
+  if (!more.ok()) return more.error();
+  if (!*more) return make_error(where_ + " closed the connection mid-reply");
+  return Status::success();
+}
 
- private:
-  std::string where_;
-  int timeout_ms_;
-  int fd_ = -1;
-  std::string buffer_;
-  Clock::time_point arrived_;
-};
-
-Status read_head(Connection& connection, HttpReply& reply) {
+Status ClientConnection::read_head(HttpReply& reply) {
   size_t head_end;
-  while ((head_end = connection.buffer().find("\r\n\r\n")) == std::string::npos)
-    LOCKSTEP_TRY(connection.fill_or_fail());
-  std::string_view head(connection.buffer().data(), head_end);
-  if (!head.starts_with("HTTP/1.") || head.size() < 12)
-    return make_error(connection.where() + " did not answer with HTTP/1.x");
+  while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) LOCKSTEP_TRY(fill_or_fail());
+  std::string_view head(buffer_.data(), head_end);
+  if (!head.starts_with("HTTP/1.") || head.size() < 12) return make_error(where_ + " did not answer with HTTP/1.x");
   std::from_chars(head.data() + 9, head.data() + 12, reply.status);
   size_t line_end = head.find("\r\n");
   while (line_end != std::string_view::npos) {
@@ -160,25 +171,30 @@ Status read_head(Connection& connection, HttpReply& reply) {
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     reply.headers[lower(std::string(line.substr(0, colon)))] = std::string(value);
   }
-  connection.buffer().erase(0, head_end + 4);
+  buffer_.erase(0, head_end + 4);
   return Status::success();
 }
 
-// Hands the body to `sink` as it arrives, by the framing the head announced.
-Status read_body(Connection& connection, const HttpReply& reply, const BodySink& sink) {
-  std::string& buffer = connection.buffer();
-  if (reply.status == 204 || reply.status == 304) return Status::success();
+Status ClientConnection::read_body(const HttpReply& reply, const BodySink& sink) {
+  if (reply.status < 200 || reply.status == 204 || reply.status == 304) return Status::success();
   if (lower(reply.header("transfer-encoding")).find("chunked") != std::string::npos) {
     while (true) {
       size_t line_end;
-      while ((line_end = buffer.find("\r\n")) == std::string::npos) LOCKSTEP_TRY(connection.fill_or_fail());
+      while ((line_end = buffer_.find("\r\n")) == std::string::npos) LOCKSTEP_TRY(fill_or_fail());
       size_t size = 0;
-      auto parsed = std::from_chars(buffer.data(), buffer.data() + line_end, size, 16);
-      if (parsed.ec != std::errc()) return make_error(connection.where() + " sent a malformed chunk size");
-      if (size == 0) return Status::success();  // trailers, if any, are not needed
-      while (buffer.size() < line_end + 2 + size + 2) LOCKSTEP_TRY(connection.fill_or_fail());
-      bool more = sink(std::string_view(buffer).substr(line_end + 2, size), connection.arrived());
-      buffer.erase(0, line_end + 2 + size + 2);
+      auto parsed = std::from_chars(buffer_.data(), buffer_.data() + line_end, size, 16);
+      if (parsed.ec != std::errc()) return make_error(where_ + " sent a malformed chunk size");
+      if (size == 0) {  // the last chunk, then trailer lines up to an empty one
+        buffer_.erase(0, line_end + 2);
+        while (true) {
+          while ((line_end = buffer_.find("\r\n")) == std::string::npos) LOCKSTEP_TRY(fill_or_fail());
+          buffer_.erase(0, line_end + 2);
+          if (line_end == 0) return Status::success();
+        }
+      }
+      while (buffer_.size() < line_end + 2 + size + 2) LOCKSTEP_TRY(fill_or_fail());
+      bool more = sink(std::string_view(buffer_).substr(line_end + 2, size), arrived_);
+      buffer_.erase(0, line_end + 2 + size + 2);
       if (!more) return Status::success();
     }
   }
@@ -186,59 +202,66 @@ Status read_body(Connection& connection, const HttpReply& reply, const BodySink&
     const std::string& text = reply.header("content-length");
     size_t left = 0;
     if (std::from_chars(text.data(), text.data() + text.size(), left).ec != std::errc())
-      return make_error(connection.where() + " sent a malformed Content-Length");
+      return make_error(where_ + " sent a malformed Content-Length");
     while (left > 0) {
-      if (buffer.empty()) LOCKSTEP_TRY(connection.fill_or_fail());
-      size_t take = std::min(left, buffer.size());
-      bool more = sink(std::string_view(buffer).substr(0, take), connection.arrived());
-      buffer.erase(0, take);
+      if (buffer_.empty()) LOCKSTEP_TRY(fill_or_fail());
+      size_t take = std::min(left, buffer_.size());
+      bool more = sink(std::string_view(buffer_).substr(0, take), arrived_);
+      buffer_.erase(0, take);
       left -= take;
       if (!more) return Status::success();
     }
     return Status::success();
   }
   while (true) {  // no framing: the body runs to the close
-    if (!buffer.empty() && !sink(buffer, connection.arrived())) return Status::success();
-    buffer.clear();
-    Expected<bool> more = connection.fill();
+    if (!buffer_.empty() && !sink(buffer_, arrived_)) return Status::success();
+    buffer_.clear();
+    Expected<bool> more = fill();
     if (!more.ok()) return more.error();
     if (!*more) return Status::success();
   }
 }
 
-std::string request_text(const HttpEndpoint& server, const std::string& method, const std::string& path,
-                         const std::string& body) {
+Expected<HttpReply> ClientConnection::read_reply() {
+  HttpReply reply;
+  LOCKSTEP_TRY(read_head(reply));
+  LOCKSTEP_TRY(read_body(reply, [&](std::string_view bytes, Clock::time_point) {
+    reply.body.append(bytes);
+    return true;
+  }));
+  return reply;
+}
+
+std::string ClientConnection::read_until(std::string_view needle) {
+  while (buffer_.find(needle) == std::string::npos) {
+    Expected<bool> more = fill();
+    if (!more.ok() || !*more) break;
+  }
+  return std::exchange(buffer_, std::string());
+}
+
+std::string ClientConnection::read_until_close() {
+  while (true) {
+    Expected<bool> more = fill();
+    if (!more.ok() || !*more) break;
+  }
+  return std::exchange(buffer_, std::string());
+}
+
+bool ClientConnection::closed_by_server() {
+  if (!buffer_.empty()) return false;
+  Expected<bool> more = fill();
+  return more.ok() && !*more && buffer_.empty();
+}
+
+std::string http_request_text(const HttpEndpoint& server, const std::string& method, const std::string& path,
+                              const std::string& body) {
   std::string text = method + " " + path + " HTTP/1.1\r\nHost: " + server.host + ":" + std::to_string(server.port) +
                      "\r\nConnection: close\r\n";
   if (!body.empty() || method == "POST" || method == "PUT")
     text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   return text + "\r\n" + body;
 }
-
-Expected<HttpReply> exchange(const HttpEndpoint& server, const std::string& method, const std::string& path,
-                             const std::string& body, const SseHandler* on_event, int timeout_seconds) {
-  Connection connection(server, timeout_seconds);
-  LOCKSTEP_TRY(connection.open(server));
-  LOCKSTEP_TRY(connection.send_all(request_text(server, method, path, body)));
-  HttpReply reply;
-  LOCKSTEP_TRY(read_head(connection, reply));
-  const bool events = on_event && reply.status / 100 == 2 &&
-                      lower(reply.header("content-type")).starts_with("text/event-stream");
-  if (events) {
-    SseSplitter splitter(*on_event);
-    LOCKSTEP_TRY(read_body(connection, reply, [&](std::string_view bytes, Clock::time_point arrived) {
-      return splitter.push(bytes, arrived);
-    }));
-  } else {
-    LOCKSTEP_TRY(read_body(connection, reply, [&](std::string_view bytes, Clock::time_point) {
-      reply.body.append(bytes);
-      return true;
-    }));
-  }
-  return reply;
-}
-
-}  // namespace
 
 std::string HttpReply::header(const std::string& name) const {
   auto it = headers.find(name);
