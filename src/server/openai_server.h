@@ -1,6 +1,9 @@
 // The OpenAI-compatible API over the lane host: POST /v1/completions and
 // /v1/chat/completions (with server-sent events when stream is true), GET /v1/models,
 // /health and /metrics. Each request is one stream; a client that goes away cancels it.
+//
+// Code: openai_server.cpp (routes, the small endpoints), openai_completion.cpp (a completion:
+// one stream from submission to the last byte of its reply).
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,9 @@
 // The CPU backend: ops run synchronously on the calling thread and a thread pool. Memory is
 // 64-byte aligned host memory.
+//
+// Code by op family: cpu_backend.cpp (memory), cpu_ops.cpp (row-wise, elementwise, sampling),
+// matmul_*.cpp (matmul kernels per instruction set), cpu_attention.cpp, cpu_mamba.cpp,
+// cpu_moe.cpp.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,9 @@
 // Nemotron-H: a stack of pre-RMSNorm residual blocks, each with one mixer: Mamba2 (M),
 // attention without positional encoding (*), a relu2 MLP (-) or a mixture of relu2 experts
 // with one shared expert (E).
+//
+// Code: nemotron_model.cpp (loading, the forward pass), nemotron_mixers.cpp (one function per
+// mixer type).
 #pragma once
 
 #include <memory>
