@@ -97,6 +97,9 @@ class WeightBytes final : public Backend {
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override {
     timed("sample", [&] { inner_.sample(logits, rows, ids); });
   }
+  void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override {
+    timed("token_logprobs", [&] { inner_.token_logprobs(logits, ids, logprobs, top_ids); });
+  }
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
     timed("gather_rows", [&] { inner_.gather_rows(x, rows, out); });
   }

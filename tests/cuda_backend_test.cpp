@@ -338,6 +338,42 @@ TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   }
 }
 
+// token_logprobs against the CPU's compute_logprobs: the same alternatives in the same order
+// (ties to the lower id), values within float rounding (the GPU sums in another order), and a
+// row's first alternatives the same whatever `top` the launch has.
+TEST_F(CudaVsCpu, TokenLogprobsMatchTheHost) {
+  const int64_t n = 5, vocab = 50021, top = 20;
+  std::vector<float> host(size_t(n * vocab));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < vocab; ++i) {
+      float v = normal(rng);
+      if (r == 1) v = std::round(v * 2.0f) / 2.0f;  // many ties
+      if (r == 2 && i % 5 == 0) v = -INFINITY;
+      if (r == 3 && i == 4321) v = 30.0f;
+      host[size_t(r * vocab + i)] = v;
+    }
+  Pair logits = make(DType::f32, {n, vocab}, host.data());
+  Pair ids = ints({n}, {0, 17, 5, 4321, vocab - 1});
+  Pair values = output(DType::f32, {n, 1 + top}), alternatives = output(DType::i32, {n, top});
+  cpu.token_logprobs(logits.cpu, ids.cpu, values.cpu, alternatives.cpu);
+  gpu->token_logprobs(logits.gpu, ids.gpu, values.gpu, alternatives.gpu);
+  expect_equal_ids(alternatives, "token_logprobs ids");
+  std::vector<float> want = floats(cpu, values.cpu), got = floats(*gpu, values.gpu);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(want[i], got[i]) << "value " << i;
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "value " << i;
+  }
+  Pair five_values = output(DType::f32, {n, 6}), five = output(DType::i32, {n, 5});
+  gpu->token_logprobs(logits.gpu, ids.gpu, five_values.gpu, five.gpu);
+  std::vector<float> all = floats(*gpu, alternatives.gpu), first = floats(*gpu, five.gpu);
+  for (int64_t r = 0; r < n; ++r)
+    EXPECT_EQ(0, std::memcmp(&all[size_t(r * top)], &first[size_t(r * 5)], 5 * 4)) << "row " << r << ", top 5";
+}
+
 // Two shapes: a small one, and Nemotron's (16 query heads on each KV head, head_dim 128).
 TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
   for (auto [heads, kv_heads, head_dim] : {std::array<int64_t, 3>{4, 2, 64}, std::array<int64_t, 3>{32, 2, 128}}) {

@@ -150,6 +150,27 @@ TEST_P(OpInvariance, ElementwiseOps) {
                               }});
 }
 
+TEST_P(OpInvariance, TokenLogprobs) {
+  const int64_t vocab = 1000, top = 20;
+  auto fill_id = [&](std::mt19937& rng, int input, std::vector<uint8_t>& row) {
+    if (input != 1) return;
+    const int32_t id = int32_t(rng() % uint32_t(vocab));
+    std::memcpy(row.data(), &id, 4);
+  };
+  expect_invariant(*backend, {"token_logprobs values", {{DType::f32, vocab}, {DType::i32, 1}}, 1 + top, DType::f32,
+                              [&](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
+                                OwnedTensor ids = b.alloc(DType::i32, {in[0].rows(), top});
+                                b.token_logprobs(in[0], in[1], out, ids);
+                              },
+                              fill_id});
+  expect_invariant(*backend, {"token_logprobs ids", {{DType::f32, vocab}, {DType::i32, 1}}, top, DType::i32,
+                              [&](Backend& b, const std::vector<Tensor>& in, const Tensor& out) {
+                                OwnedTensor values = b.alloc(DType::f32, {in[0].rows(), 1 + top});
+                                b.token_logprobs(in[0], in[1], values, out);
+                              },
+                              fill_id});
+}
+
 TEST_P(OpInvariance, Rope) {
   const int64_t heads = 3, head_dim = 16, max_pos = 64;
   std::vector<float> table(size_t(max_pos * head_dim));

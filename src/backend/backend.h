@@ -155,6 +155,12 @@ class Backend {
   // argmax), so only ids need leave the backend. logits f32 [n, vocab]; ids i32 [n]; rows: n
   // entries, each passing validate().
   virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) = 0;
+  // The log-probabilities (log-softmax of the raw logits) around each row's chosen id:
+  // logprobs[r][0] = that of ids[r]; logprobs[r][1 + j] = that of top_ids[r][j], the (j+1)-th
+  // most likely id (ties to the lower id). A row's results depend on its logits and id alone,
+  // and its first k alternatives are the same whatever `top` the launch has. logits f32 [n, vocab]; ids i32 [n]; logprobs f32 [n, 1 + top]; top_ids i32 [n, top].
+  virtual void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
+                              const Tensor& top_ids) = 0;
   // out[i] = x[rows[i]]. x f32 [n, d]; rows i32 [m]; out f32 [m, d].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // Cuts each row of x into consecutive column ranges: outs[0] gets its first w0 columns, outs[1]

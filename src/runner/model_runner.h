@@ -1,6 +1,6 @@
 // The real StepRunner: runs a plan's forward pass on a Model, picks each logit row's token with
-// the backend's sampler (Backend::sample), and downloads only the ids, plus the logits of rows
-// whose streams asked for logprobs. Drafts, prompt-cache restores and grammar masks plug in here,
+// the backend's sampler (Backend::sample), and downloads only the ids, plus, when some row asked
+// for logprobs, each row's chosen and best log-probabilities (Backend::token_logprobs). Drafts, prompt-cache restores and grammar masks plug in here,
 // behind the lane host's one call.
 #pragma once
 
@@ -21,8 +21,11 @@ class ModelRunner final : public StepRunner {
 
  private:
   Model& model_;
-  OwnedTensor chosen_ids_;      // i32 [max_rows] on the backend: the token each logit row picked
-  std::vector<float> logits_;   // one row: the logits of a stream that asked for logprobs
+  OwnedTensor chosen_ids_;       // i32 [max_rows] on the backend: the token each logit row picked
+  OwnedTensor logprobs_;         // f32 [max_rows * (1 + kMaxTop)]: token_logprobs' values
+  OwnedTensor top_ids_;          // i32 [max_rows * kMaxTop]: token_logprobs' alternatives
+  std::vector<float> logprobs_host_;
+  std::vector<int32_t> top_ids_host_;
 };
 
 }  // namespace lockstep

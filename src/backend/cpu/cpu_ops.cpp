@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/row_math.h"
+#include "sampling/logprobs.h"
 
 namespace lockstep {
 
@@ -118,6 +119,25 @@ void CpuBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows
   if (!sampler_ || sampler_->vocab_size() != vocab) sampler_ = std::make_unique<Sampler>(vocab);
   for (size_t r = 0; r < rows.size(); ++r)
     ids.as<int32_t>()[r] = sampler_->sample(logits.as<float>() + int64_t(r) * vocab, rows[r].params, rows[r].position);
+}
+
+void CpuBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
+                                const Tensor& top_ids) {
+  const int64_t vocab = logits.cols(), top = top_ids.cols();
+  pool_.parallel_for(logits.rows(), kRowGrain, [&](int64_t begin, int64_t end) {
+    TokenLogprobs row;
+    for (int64_t r = begin; r < end; ++r) {
+      compute_logprobs(logits.as<float>() + r * vocab, vocab, ids.as<int32_t>()[r], int32_t(top), row);
+      float* out = logprobs.as<float>() + r * (1 + top);
+      out[0] = row.logprob;
+      for (int64_t j = 0; j < top; ++j) {
+        // Fewer ids than `top` (a tiny vocabulary): the rest read as id 0 at -inf.
+        const bool have = j < int64_t(row.top.size());
+        out[1 + j] = have ? row.top[size_t(j)].second : -std::numeric_limits<float>::infinity();
+        top_ids.as<int32_t>()[r * top + j] = have ? row.top[size_t(j)].first : 0;
+      }
+    }
+  });
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {

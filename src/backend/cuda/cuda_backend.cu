@@ -170,6 +170,10 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
 void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   cuda::sample(*context_, logits, rows, ids);
 }
+void CudaBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
+                                 const Tensor& top_ids) {
+  cuda::token_logprobs(*context_, logits, ids, logprobs, top_ids);
+}
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
   cuda::gather_rows(*context_, x, rows, out);
 }

@@ -56,5 +56,7 @@ void moe(Context& context, const Tensor& x, const Tensor& logits, const Tensor& 
 
 // cuda_sample.cu
 void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids);
+void token_logprobs(Context& context, const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
+                    const Tensor& top_ids);
 
 }  // namespace lockstep::cuda

@@ -275,6 +275,74 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSetti
   if (threadIdx.x == 0) ids[blockIdx.x] = key_id(picked.key);
 }
 
+// token_logprobs: one block a row. The max, then the sum of exp(logit - max) in double, each
+// thread over a fixed stride and the block's partials added in a fixed order; then `top`
+// passes, each taking the best logit ranked after the last pass's pick (larger value, then
+// lower id). Nothing depends on the other rows of the launch.
+constexpr int kLogprobThreads = 256;
+
+__device__ double block_sum_double(double v, double* partials) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kLogprobThreads / 32; ++w) total += partials[w];
+  return total;
+}
+
+// Whether (value, id) ranks before (best, best_id): larger value, then lower id.
+__device__ inline bool ranks_before(float value, int32_t id, float best, int32_t best_id) {
+  return best_id < 0 || value > best || (value == best && id < best_id);
+}
+
+__global__ void __launch_bounds__(kLogprobThreads)
+    token_logprobs_kernel(const float* logits, int64_t vocab, const int32_t* ids, int64_t top, float* logprobs,
+                          int32_t* top_ids) {
+  cuda::start_kernel();
+  __shared__ float reduce[kLogprobThreads / 32];
+  __shared__ double partials[kLogprobThreads / 32];
+  __shared__ float pick_value[kLogprobThreads / 32];
+  __shared__ int32_t pick_id[kLogprobThreads / 32];
+  const float* row = logits + int64_t(blockIdx.x) * vocab;
+  float top_value = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) top_value = fmaxf(top_value, row[i]);
+  top_value = cuda::block_max<kLogprobThreads>(top_value, reduce);
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) sum += exp(double(row[i]) - double(top_value));
+  const double log_sum = double(top_value) + log(block_sum_double(sum, partials));
+  float* out = logprobs + int64_t(blockIdx.x) * (1 + top);
+  if (threadIdx.x == 0) out[0] = float(double(row[ids[blockIdx.x]]) - log_sum);
+  float last = INFINITY;
+  int32_t last_id = -1;
+  for (int64_t j = 0; j < top; ++j) {
+    float best = -INFINITY;
+    int32_t best_id = -1;
+    for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) {
+      const float v = isnan(row[i]) ? -INFINITY : row[i];
+      const bool after = v < last || (v == last && int32_t(i) > last_id);
+      if (after && ranks_before(v, int32_t(i), best, best_id)) best = v, best_id = int32_t(i);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int32_t other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+      if (other_id >= 0 && ranks_before(other, other_id, best, best_id)) best = other, best_id = other_id;
+    }
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) pick_value[threadIdx.x / 32] = best, pick_id[threadIdx.x / 32] = best_id;
+    __syncthreads();
+    best = pick_value[0], best_id = pick_id[0];
+    for (int w = 1; w < kLogprobThreads / 32; ++w)
+      if (pick_id[w] >= 0 && ranks_before(pick_value[w], pick_id[w], best, best_id))
+        best = pick_value[w], best_id = pick_id[w];
+    if (threadIdx.x == 0) {
+      out[1 + j] = best_id < 0 ? -INFINITY : float(double(best) - log_sum);
+      top_ids[int64_t(blockIdx.x) * top + j] = best_id < 0 ? 0 : best_id;
+    }
+    last = best, last_id = best_id < 0 ? int32_t(vocab) : best_id;
+  }
+}
+
 }  // namespace
 
 namespace cuda {
@@ -308,6 +376,14 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
          best_keys);
   launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
          static_cast<const RowSettings*>(settings.data), best_keys, lists, ptr<int32_t>(ids));
+}
+
+void token_logprobs(Context& context, const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
+                    const Tensor& top_ids) {
+  const int64_t n = logits.rows();
+  if (n == 0) return;
+  launch(token_logprobs_kernel, unsigned(n), kLogprobThreads, 0, context.launches, ptr<float>(logits), logits.cols(),
+         ptr<int32_t>(ids), top_ids.cols(), ptr<float>(logprobs), ptr<int32_t>(top_ids));
 }
 
 }  // namespace cuda
