@@ -90,10 +90,9 @@ __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 // a launch never completes before the kernels it follows. (In a kernel launched plainly it
 // returns at once.) allow_early_launch() lets the next kernel be placed before this one's
 // blocks end. A round is then a chain in which each kernel's blocks wait, already placed, for
-// the one ahead, and the gaps between kernels shrink (measured: 1.02x to 1.03x faster rounds
-// at 1 to 8 streams than plain launches). Copying the round matmul's first weights, which no
-// kernel writes, before it waits was tried and measured no faster at 1 stream and 3% to 6%
-// slower at 8 to 64; the one-row kernel does it for plain launches (1.05x at one stream on 30B).
+// the one ahead, and the gaps between kernels shrink (docs/gpu-performance.md has the figures).
+// Work that reads nothing a kernel writes (a norm's weights, the one-row matmul's first weight
+// copies) may go between the two calls.
 __device__ inline void wait_for_inputs() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ inline void allow_early_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 // The first statement of every kernel but the round matmul (which sets up its ring between

@@ -93,14 +93,10 @@ enum class Pieces { loads, copies, packed };
 // places of a ring of kDepth blocks in shared memory, kDepth - 1 blocks ahead of the block it
 // multiplies. No lane reads another's pieces, so a lane's own cp.async.wait_group is the only
 // wait. A piece's place is [slot][piece][lane], so a quarter warp reads 128 contiguous bytes.
-// The ring keeps many blocks of both in flight where registers could hold few without spilling
-// (measured: staging the weights rather than loading four blocks into registers, 1.11x to 1.13x
-// faster rounds at 1 to 8 streams; staging x too rather than loading it at each block, 1.07x
-// to 1.17x at 1 to 64 streams).
+// The ring keeps many blocks of both in flight where registers could hold few without spilling.
 // Weights go through L2 only (cp.async.cg: each byte is read once); x through L1
-// (cp.async.ca): every block of the launch reads the same x rows, and fetching them from L2 on
-// every read made rounds 3 to 6 times slower (measured), the few L2 slices that hold them
-// serving every SM.
+// (cp.async.ca): every block of the launch reads the same x rows, which from L2 would make the
+// few slices holding them serve every SM. (Measured gains of each: docs/gpu-performance.md.)
 template <int kTiles, int kCols>
 struct Ring {
   static constexpr int kPieces = 2 * kCols + 2 * kTiles;  // two of weights per column tile, two of x per row tile
@@ -462,12 +458,10 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   if (widest < kTiledMinRows || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     if (launch_matmul_bf16_row(x, weights, out, k, m, rows, launches)) return;
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
-    // 24-stream round's experts get about two each; measured 1.04x faster rounds at 24
-    // streams and 1.02x at 64 than by the most a group can have).
+    // 24-stream round's experts get about two each, far fewer than a group can have).
     const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
     if (typical <= 8) return launch_round<1, 1>(x, weights, out, k, m, rows, launches);
-    // Plain launches of more rows: two column tiles a block (measured: rounds 1.07x faster at
-    // 24 streams and 1.13x at 64 than with one).
+    // Plain launches of more rows: two column tiles a block, so x is staged once for both.
     if (rows.segments) return launch_round<2, 1>(x, weights, out, k, m, rows, launches);
     return launch_round<2, 2>(x, weights, out, k, m, rows, launches);
   }

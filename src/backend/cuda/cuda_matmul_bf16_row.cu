@@ -10,10 +10,8 @@ namespace {
 // a one-stream round's expert matmuls do), packed weights: the round kernel's sums with x split
 // once a block. The block splits its row's k values into hi and lo in shared memory while its
 // warps' first weight copies are on their way; the warps then read x from there, where the
-// round kernel's lanes copy and split x again at every block of 32 positions. (At one row that
-// is most of what its warps issue: Nsight Compute, 30B one-stream round, found its schedulers
-// issuing every 1.9 cycles with under one warp eligible, on 2.2 TB/s of DRAM; this kernel made
-// one-stream rounds 1.08x faster on 13 layers, 1.07x on 30B.) The lanes of x rows 1..7 give the
+// round kernel's lanes copy and split x again at every block of 32 positions, which at one row
+// is most of what its warps issue (docs/gpu-performance.md). The lanes of x rows 1..7 give the
 // mma zeros, which no output of row 0 reads; the weights, hi and lo and mma steps are the round
 // kernel's, in its order: the same bits.
 constexpr int kRowDepth = 6;            // ring blocks a warp: 6 KB of weights
@@ -36,8 +34,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
 
   // weights_first (plain launches: which weights they read hangs on no kernel's output, where a
   // grouped launch reads its groups): the first weight copies go out before the wait, while the
-  // kernel ahead still runs (measured 1.054x at one stream on 30B, 1.034x on 13 layers; the
-  // round kernel, waiting on its own instructions then, gained nothing from it).
+  // kernel ahead still runs.
   if (!weights_first) wait_for_inputs();
   const BlockRows mine = block_rows(rows, w, 1, blockIdx.x);
   const unsigned col_tile = rows.segments ? blockIdx.x : blockIdx.y;
