@@ -5,9 +5,9 @@
 // (`<<<...>>>`, which waits for the stream) need no wait.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,7 +18,6 @@ namespace {
 // The kernels in `source` that neither wait nor are launched plainly.
 std::vector<std::string> kernels_without_a_wait(const std::string& source) {
   std::vector<std::string> missing;
-  const std::regex name_before_paren(R"((\w+)\s*\($)");
   for (size_t at = source.find("__global__"); at != std::string::npos; at = source.find("__global__", at + 1)) {
     const size_t open = source.find('{', at);
     if (open == std::string::npos) break;
@@ -26,9 +25,12 @@ std::vector<std::string> kernels_without_a_wait(const std::string& source) {
     const size_t paren = head.find('(', head.find("__launch_bounds__") == std::string::npos
                                             ? 0
                                             : head.find(')', head.find("__launch_bounds__")) + 1);
-    std::smatch match;
-    std::string before = head.substr(0, paren + 1);
-    const std::string name = std::regex_search(before, match, name_before_paren) ? match[1].str() : head;
+    // The kernel's name: the identifier just before its parameter list.
+    size_t end = paren;
+    while (end > 0 && std::isspace(static_cast<unsigned char>(head[end - 1]))) --end;
+    size_t begin = end;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(head[begin - 1])) || head[begin - 1] == '_')) --begin;
+    const std::string name = head.substr(begin, end - begin);
     size_t close = open;
     for (int depth = 0; close < source.size(); ++close) {
       if (source[close] == '{') ++depth;
