@@ -99,13 +99,13 @@ TEST_P(LanesExactness, EveryConcurrencyLevelMatchesTheAloneRuns) {
   }
 }
 
-// Greedy rows take the backend's argmax and sampled rows the host sampler: a round that mixes
-// them, with a stream that wants logprobs, still gives every stream its alone run's ids.
+// Greedy and sampled rows in one round, with a stream that wants logprobs (token_logprobs on the
+// backend): every stream still gets its alone run's ids.
 TEST_P(LanesExactness, RoundsMixingGreedySampledAndLogprobStreamsMatchAloneRuns) {
   std::vector<GenerateRequest> greedy = requests(6, false, 23), seeded = requests(6, true, 29);
   std::vector<GenerateRequest> all;
   for (int i = 0; i < 6; ++i) all.push_back(i % 2 ? seeded[size_t(i)] : greedy[size_t(i)]);
-  all[2].top_logprobs = 2;  // greedy, but its logits go to the host for the logprobs
+  all[2].top_logprobs = 2;  // greedy, and asks for logprobs
   ModelRunner runner(*model);
   LaneHost host(runner, {kChunk, 6, 64});
   std::vector<Result> results(all.size());

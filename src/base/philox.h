@@ -1,8 +1,8 @@
 // Philox4x32-10, the counter-based generator of Salmon, Moraes, Dror and Shaw, "Parallel random
 // numbers: as easy as 1, 2, 3" (SC 2011), and uniform draws keyed by (seed, position, stream).
 // A draw is a pure function of its arguments: there is no generator state, so any thread may
-// call these in any order, and a seeded reply is the same under any batching (DESIGN.md, "The
-// exactness contract", point 4).
+// call these in any order, and a seeded reply is the same under any batching
+// (docs/architecture.md, "Seeded sampling").
 #pragma once
 
 #include <array>

@@ -1,5 +1,6 @@
-// The Model interface: what the lanes and the CLI know of a model. A family implements it
-// against the Backend op interface; nothing outside src/models/ knows a family's layers.
+// The Model interface: what the runner and the CLI know of a model (the lanes see only
+// model_info.h, through a StepRunner). A family implements it against the Backend op
+// interface; nothing outside src/models/ knows a family's layers.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The real StepRunner: runs a plan's forward pass on a Model, picks each logit row's token with
 // the backend's sampler (Backend::sample), and downloads only the ids, plus, when some row asked
-// for logprobs, each row's chosen and best log-probabilities (Backend::token_logprobs). Drafts, prompt-cache restores and grammar masks plug in here,
-// behind the lane host's one call.
+// for logprobs, each row's chosen and best log-probabilities (Backend::token_logprobs). Drafts,
+// prompt-cache restores and grammar masks plug in here, behind the lane host's one call.
 #pragma once
 
 #include <vector>

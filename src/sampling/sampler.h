@@ -1,6 +1,6 @@
 // Picks the next token from one row of logits: greedy, or temperature with top-k, top-p and
 // min-p. Each draw is uniform_at(seed, position), so a seeded reply is the same under any
-// batching, call order or interleaving of requests (DESIGN.md, "The exactness contract", 4).
+// batching, call order or interleaving of requests (docs/architecture.md, "Seeded sampling").
 #pragma once
 
 #include <cstdint>
