@@ -158,5 +158,26 @@ TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(post("/v1/chat/completions", parts)["choices"][0]["message"], reply["choices"][0]["message"]);
 }
 
+// A body nested 30,000 levels deep (in a message's extra field, in chat_template_kwargs, or in a
+// completion's unknown field) gets a 400 before anything walks it recursively, and the server
+// keeps serving. (The chat path used to crash on the messages' conversion for the template.)
+TEST_F(TextServer, DeeplyNestedBodiesGetA400AndTheServerLives) {
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  const std::string bodies[][2] = {
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi", "extra": )" + deep + "}]}"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"x": )" + deep + "}}"},
+      {"/v1/completions", R"({"prompt": "hi", "extra": )" + deep + "}"},
+  };
+  for (const auto& [path, body] : bodies) {
+    HttpReply reply = http_request(server->port(), "POST", path, body);
+    EXPECT_EQ(reply.status, 400) << path;
+    EXPECT_NE(reply.body.find("nests deeper than"), std::string::npos) << reply.body.substr(0, 200);
+  }
+  json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  json ok = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});
+  EXPECT_TRUE(ok.contains("choices")) << ok.dump();
+}
+
 }  // namespace
 }  // namespace lockstep

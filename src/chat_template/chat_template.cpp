@@ -1,15 +1,24 @@
 #include "chat_template/chat_template.h"
 
-#include "io/json_file.h"
 #include "chat_template/jinja_parser.h"
 #include "chat_template/jinja_render.h"
+#include "io/json_file.h"
 
 namespace lockstep {
 namespace {
 
+// Values nested past kMaxJsonDepth are refused before the recursive conversions see them.
+template <class Json>
+Status check_depth(const Json& value, const char* what) {
+  if (json_depth(value) <= kMaxJsonDepth) return Status::success();
+  return Error{std::string(what) + " nest deeper than " + std::to_string(kMaxJsonDepth) +
+               " levels of arrays and objects"};
+}
+
 template <class Json>
 Expected<std::string> render_nodes(const jinja::NodeList& nodes, const Json& variables) {
   if (!variables.is_object()) return Error{"chat template variables must be a JSON object"};
+  LOCKSTEP_TRY(check_depth(variables, "chat template variables"));
   jinja::Value converted = jinja::from_json(variables);
   return jinja::render_template(nodes, converted.as_dict());
 }
@@ -70,6 +79,8 @@ Expected<std::string> render_chat(const ChatSettings& settings,
                                   const nlohmann::ordered_json& extra_kwargs) {
   if (!messages.is_array()) return Error{"chat messages must be a JSON array"};
   if (!extra_kwargs.is_object()) return Error{"chat template arguments must be a JSON object"};
+  LOCKSTEP_TRY(check_depth(messages, "chat messages"));
+  LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
   // apply_chat_template's arguments; its special tokens, then the caller's keyword arguments.
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   variables["messages"] = messages;
@@ -84,6 +95,8 @@ Expected<std::string> render_chat(const ChatSettings& settings,
 
 Expected<std::string> render_chat(const ChatSettings& settings, const nlohmann::json& messages,
                                   const nlohmann::json& extra_kwargs) {
+  LOCKSTEP_TRY(check_depth(messages, "chat messages"));
+  LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
   return render_chat(settings, nlohmann::ordered_json(messages),
                      nlohmann::ordered_json(extra_kwargs));
 }

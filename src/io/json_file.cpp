@@ -1,8 +1,11 @@
 #include "io/json_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace lockstep {
 
@@ -28,5 +31,26 @@ Expected<nlohmann::json> read_json_file(const std::string& path) {
     return Error{path + ": invalid JSON: " + e.what()};
   }
 }
+
+namespace {
+
+template <class Json>
+int64_t depth_of(const Json& value) {
+  int64_t deepest = 0;
+  std::vector<std::pair<const Json*, int64_t>> pending = {{&value, 0}};
+  while (!pending.empty()) {
+    auto [at, depth] = pending.back();
+    pending.pop_back();
+    if (!at->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    for (const auto& item : *at) pending.push_back({&item, depth + 1});
+  }
+  return deepest;
+}
+
+}  // namespace
+
+int64_t json_depth(const nlohmann::json& value) { return depth_of(value); }
+int64_t json_depth(const nlohmann::ordered_json& value) { return depth_of(value); }
 
 }  // namespace lockstep

@@ -1,6 +1,8 @@
-// Reading a JSON file (config.json, model.safetensors.index.json, tokenizer files).
+// Reading a JSON file (config.json, model.safetensors.index.json, tokenizer files), and how
+// deeply a JSON value nests.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,5 +14,12 @@ namespace lockstep {
 // object they expect). Fails, naming the file, if it cannot be read or is not valid JSON; a
 // parse error carries the parser's message with its line and column. Never throws.
 [[nodiscard]] Expected<nlohmann::json> read_json_file(const std::string& path);
+
+// The deepest nesting of arrays and objects in `value` (a scalar is 0, [] and {} are 1),
+// found without recursion, so any depth is safe to measure. Code that walks request data
+// recursively (copies, conversions, templates) refuses values deeper than kMaxJsonDepth first.
+[[nodiscard]] int64_t json_depth(const nlohmann::json& value);
+[[nodiscard]] int64_t json_depth(const nlohmann::ordered_json& value);
+constexpr int64_t kMaxJsonDepth = 128;
 
 }  // namespace lockstep

@@ -59,5 +59,16 @@ TEST_F(JsonFileTest, RealConfigLoads) {
   EXPECT_EQ((*json)["model_type"], "llama");
 }
 
+TEST(JsonDepth, CountsNestingWithoutRecursion) {
+  EXPECT_EQ(json_depth(nlohmann::json(3)), 0);
+  EXPECT_EQ(json_depth(nlohmann::json::array()), 1);
+  EXPECT_EQ(json_depth(nlohmann::json::parse(R"({"a": [1, {"b": [[]]}], "c": {}})")), 5);
+  // A million levels: parsed (nlohmann's parser keeps its own stack) and measured, no overflow.
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  nlohmann::json value = nlohmann::json::parse(deep);
+  EXPECT_EQ(json_depth(value), 1000000);
+  EXPECT_EQ(json_depth(nlohmann::ordered_json::parse("[[[]]]")), 3);
+}
+
 }  // namespace
 }  // namespace lockstep

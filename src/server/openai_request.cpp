@@ -112,6 +112,9 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
   nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
   if (body.is_discarded()) return bad("the body is not valid JSON");
   if (!body.is_object()) return bad("the body must be a JSON object");
+  // Before anything walks it recursively (copies, the chat template's values).
+  if (json_depth(body) > kMaxJsonDepth)
+    return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
   CompletionRequest out;
   out.chat = chat;
   std::optional<RequestError> error;

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "io/json_file.h"
 #include "lanes/request.h"
 #include "models/model_info.h"
 #include "text/model_text.h"
