@@ -186,6 +186,8 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"non_numeric_temperature", {"--tokens", "1", "--temperature", "warm"}, "--temperature = warm"},
       {"prompt_past_context", twenty_tokens(), "the prompt has 20 tokens; the context holds 16"},
       {"logits_prompt_past_context", twenty_tokens(), "the prompt has 20 tokens", "logits"},
+      {"context_past_the_model", {"--tokens", "1", "--context", "5000"},
+       "--context 5000 is past this model's maximum of 4096"},
       {"threads_with_cuda", {"--tokens", "1", "--backend", "cuda"}, "--threads sets the CPU backend's threads"},
       {"prompt_cache_not_built", {"--prompt-cache-gib", "1"}, "--prompt-cache-gib: the prompt cache is not built yet",
        "serve"},

@@ -4,6 +4,12 @@
 
 namespace lockstep {
 
+Status Model::check_context(const ModelOptions& options, int64_t config_max_positions) {
+  if (options.max_context <= config_max_positions) return Status::success();
+  return make_error("--context " + std::to_string(options.max_context) + " is past this model's maximum of " +
+                    std::to_string(config_max_positions) + " positions (max_position_embeddings)");
+}
+
 int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {
   const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
   const int64_t max_pages = (context + options.page_size - 1) / options.page_size;

@@ -37,6 +37,9 @@ class Model {
   ModelInfo info_;
   // Checks a batch against info_ before anything is uploaded.
   [[nodiscard]] Status check_batch(const ForwardBatch& batch);
+  // Refuses a context past the config's max_position_embeddings (the model was not trained
+  // there), before any weight is loaded.
+  [[nodiscard]] static Status check_context(const ModelOptions& options, int64_t config_max_positions);
   // Sets info_'s rows, context and KV pool from the options (the context defaults to the
   // config's max_positions); returns the page-table width, context / page_size.
   int64_t plan_memory(const ModelOptions& options, int64_t config_max_positions);

@@ -18,6 +18,7 @@ Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, 
   (void)registered;
   auto config = parse_llama_config(json);
   if (!config.ok()) return config.error();
+  LOCKSTEP_TRY(check_context(options, config->max_positions));
   std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();

@@ -18,6 +18,7 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   (void)registered;
   auto config = parse_nemotron_config(json);
   if (!config.ok()) return config.error();
+  LOCKSTEP_TRY(check_context(options, config->max_positions));
   std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
