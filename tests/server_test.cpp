@@ -208,6 +208,21 @@ TEST_P(ServerTest, A400NamesTheFieldAtFaultInParam) {
   }
 }
 
+TEST_P(ServerTest, HeadIsGetWithoutABodyAndAWrongMethodSaysWhichAreAllowed) {
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8});
+  for (const char* path : {"/health", "/v1/models", "/metrics"}) {
+    HttpReply head = http_request(server.port(), "HEAD", path);
+    EXPECT_EQ(head.status, 200) << path;
+    EXPECT_TRUE(head.body.empty()) << path;
+  }
+  HttpReply put = http_request(server.port(), "PUT", "/health", "{}");
+  EXPECT_EQ(put.status, 405);
+  EXPECT_EQ(put.header("allow"), "GET, HEAD");
+  HttpReply get = http_request(server.port(), "GET", "/v1/completions");
+  EXPECT_EQ(get.status, 405);
+  EXPECT_EQ(get.header("allow"), "POST");
+}
+
 TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
   TestServer server(slow_model(), "slow", {1, 1, 1 << 20, 512, WeightChoice::dummy});
   json slow = completion_body("slow", 5, false, 300);

@@ -69,6 +69,7 @@ Expected<HttpReply> exchange(const HttpEndpoint& server, const std::string& meth
   LOCKSTEP_TRY(connection.send(http_request_text(server, method, path, body)));
   HttpReply reply;
   LOCKSTEP_TRY(connection.read_head(reply));
+  if (method == "HEAD") return reply;  // a HEAD reply has no body, whatever its Content-Length says
   const bool events = on_event && reply.status / 100 == 2 &&
                       lower(reply.header("content-type")).starts_with("text/event-stream");
   if (events) {

@@ -28,17 +28,24 @@ void OpenAiServer::send_error(HttpResponder& responder, const RequestError& erro
 
 void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) {
   const std::string& path = request.path;
-  const bool get = request.method == "GET", post = request.method == "POST";
+  // HEAD is GET without the body (the responder leaves it out).
+  const bool get = request.method == "GET" || request.method == "HEAD", post = request.method == "POST";
+  auto wrong_method = [&](const char* allowed) {
+    std::map<std::string, std::string> headers = {{"Allow", allowed}};
+    responder.send(405, "application/json",
+                   error_body({405, std::string("use ") + allowed, "invalid_request_error", "", ""}), headers);
+    metrics_.request_done("invalid");
+  };
   if (path == "/health") {
-    if (!get) return send_error(responder, {405, "use GET", "invalid_request_error", "", ""}, "invalid");
+    if (!get) return wrong_method("GET, HEAD");
     return responder.send(200, "application/json", R"({"status":"ok"})");
   }
   if (path == "/metrics") {
-    if (!get) return send_error(responder, {405, "use GET", "invalid_request_error", "", ""}, "invalid");
+    if (!get) return wrong_method("GET, HEAD");
     return responder.send(200, "text/plain; version=0.0.4", metrics_.render(lanes_.stats()));
   }
   if (path == "/v1/models") {
-    if (!get) return send_error(responder, {405, "use GET", "invalid_request_error", "", ""}, "invalid");
+    if (!get) return wrong_method("GET, HEAD");
     nlohmann::json body = {{"object", "list"},
                            {"data",
                             {{{"id", settings_.model_name},
@@ -49,7 +56,7 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
     return responder.send(200, "application/json", body.dump());
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
-    if (!post) return send_error(responder, {405, "use POST", "invalid_request_error", "", ""}, "invalid");
+    if (!post) return wrong_method("POST");
     return completion(request, responder, path == "/v1/chat/completions");
   }
   send_error(responder, {404, "no route for " + request.method + " " + path, "invalid_request_error", "", ""}, "invalid");
