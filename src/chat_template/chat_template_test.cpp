@@ -78,6 +78,22 @@ TEST_P(ChatTemplateModel, RendersOtherConversationsWithoutErrors) {
 INSTANTIATE_TEST_SUITE_P(Models, ChatTemplateModel,
                          ::testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3"));
 
+// 100,000 tags on one line: the lexer counted each token's column from the line's start, so
+// loading this took over a minute; positions are now counted on from the last token.
+TEST(ChatTemplate, AHundredThousandTagsOnOneLineParseAndRender) {
+  std::string source;
+  for (int i = 0; i < 100000; ++i) source += "{{ 'a' }}";
+  auto parsed = ChatTemplate::parse(source);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  auto rendered = parsed->render(nlohmann::json::object());
+  ASSERT_TRUE(rendered.ok()) << rendered.error().message;
+  EXPECT_EQ(*rendered, std::string(100000, 'a'));
+  // Positions stay right after the change: an error late on a long line names its column.
+  auto bad = ChatTemplate::parse(std::string(50000, 'x') + "{{ 'a' }}{{ ) }}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line 1, column 50013"), std::string::npos) << bad.error().message;
+}
+
 TEST(ChatTemplate, LoadsSpecialTokensAsStringsOrObjects) {
   LOAD_OR_SKIP(deepseek, "deepseek_v3");
   EXPECT_EQ(deepseek->bos_token, "<｜begin▁of▁sentence｜>");

@@ -75,6 +75,11 @@ class Lexer {
 
   std::string src_;
   std::vector<size_t> line_starts_;
+  // The last position pos_at found: tokens come in source order, so the next one's column is
+  // counted from here (linear in the source, where counting from the line start was quadratic
+  // for a long line of tags).
+  mutable size_t last_index_ = 0;
+  mutable SourcePos last_pos_{1, 1};
   std::vector<Token> tokens_;
   size_t i_ = 0;
   bool line_starting_ = true;  // the previous delimiter ended with a newline
@@ -82,10 +87,14 @@ class Lexer {
 
 SourcePos Lexer::pos_at(size_t index) const {
   auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), index) - 1;
-  size_t start = *line;
-  return SourcePos{
-      static_cast<int>(line - line_starts_.begin()) + 1,
-      static_cast<int>(code_point_count(std::string_view(src_).substr(start, index - start))) + 1};
+  const int line_number = static_cast<int>(line - line_starts_.begin()) + 1;
+  size_t from = *line;
+  int column = 1;
+  if (line_number == last_pos_.line && index >= last_index_) from = last_index_, column = last_pos_.column;
+  column += static_cast<int>(code_point_count(std::string_view(src_).substr(from, index - from)));
+  last_index_ = index;
+  last_pos_ = SourcePos{line_number, column};
+  return last_pos_;
 }
 
 size_t Lexer::skip_space(size_t at) const {
