@@ -74,14 +74,14 @@ Expected<ChatSettings> load_chat_settings(const std::string& tokenizer_config_pa
                       token_text(config, "eos_token")};
 }
 
-Expected<std::string> render_chat(const ChatSettings& settings,
-                                  const nlohmann::ordered_json& messages,
-                                  const nlohmann::ordered_json& extra_kwargs) {
+namespace {
+
+// apply_chat_template's arguments, then the render. The caller has checked the depths.
+Expected<std::string> render_checked(const ChatSettings& settings, const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& extra_kwargs) {
   if (!messages.is_array()) return Error{"chat messages must be a JSON array"};
   if (!extra_kwargs.is_object()) return Error{"chat template arguments must be a JSON object"};
-  LOCKSTEP_TRY(check_depth(messages, "chat messages"));
-  LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
-  // apply_chat_template's arguments; its special tokens, then the caller's keyword arguments.
+  // Its special tokens, then the caller's keyword arguments.
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   variables["messages"] = messages;
   variables["tools"] = nullptr;
@@ -93,12 +93,21 @@ Expected<std::string> render_chat(const ChatSettings& settings,
   return settings.chat_template.render(variables);
 }
 
+}  // namespace
+
+// Both overloads check the depths before anything copies or converts the values.
+Expected<std::string> render_chat(const ChatSettings& settings, const nlohmann::ordered_json& messages,
+                                  const nlohmann::ordered_json& extra_kwargs) {
+  LOCKSTEP_TRY(check_depth(messages, "chat messages"));
+  LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
+  return render_checked(settings, messages, extra_kwargs);
+}
+
 Expected<std::string> render_chat(const ChatSettings& settings, const nlohmann::json& messages,
                                   const nlohmann::json& extra_kwargs) {
   LOCKSTEP_TRY(check_depth(messages, "chat messages"));
   LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
-  return render_chat(settings, nlohmann::ordered_json(messages),
-                     nlohmann::ordered_json(extra_kwargs));
+  return render_checked(settings, nlohmann::ordered_json(messages), nlohmann::ordered_json(extra_kwargs));
 }
 
 }  // namespace lockstep

@@ -19,8 +19,8 @@ OpenAiServer::~OpenAiServer() { stop(); }
 
 void OpenAiServer::stop() { lanes_.stop(); }
 
-void OpenAiServer::send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome) {
-  std::map<std::string, std::string> headers;
+void OpenAiServer::send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome,
+                              std::map<std::string, std::string> headers) {
   if (error.status == 503) headers["Retry-After"] = "1";
   responder.send(error.status, "application/json", error_body(error), headers);
   metrics_.request_done(outcome);
@@ -31,10 +31,8 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
   // HEAD is GET without the body (the responder leaves it out).
   const bool get = request.method == "GET" || request.method == "HEAD", post = request.method == "POST";
   auto wrong_method = [&](const char* allowed) {
-    std::map<std::string, std::string> headers = {{"Allow", allowed}};
-    responder.send(405, "application/json",
-                   error_body({405, std::string("use ") + allowed, "invalid_request_error", "", ""}), headers);
-    metrics_.request_done("invalid");
+    send_error(responder, {405, std::string("use ") + allowed, "invalid_request_error", "", ""}, "invalid",
+               {{"Allow", allowed}});
   };
   if (path == "/health") {
     if (!get) return wrong_method("GET, HEAD");

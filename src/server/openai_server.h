@@ -7,11 +7,12 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
-#include "lanes/lane_host.h"
 #include "http/http_server.h"
+#include "lanes/lane_host.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "text/model_text.h"
@@ -42,7 +43,9 @@ class OpenAiServer {
 
  private:
   void completion(const HttpRequest& request, HttpResponder& responder, bool chat);
-  void send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome);
+  // Sends error's body (with Retry-After on a 503) and any `headers`, and counts the outcome.
+  void send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome,
+                  std::map<std::string, std::string> headers = {});
 
   const ModelText& text_;
   ServeSettings settings_;
