@@ -223,6 +223,25 @@ TEST_P(ServerTest, HeadIsGetWithoutABodyAndAWrongMethodSaysWhichAreAllowed) {
   EXPECT_EQ(get.header("allow"), "POST");
 }
 
+TEST_P(ServerTest, AClientThatHalfClosesGetsItsReply) {
+  TestServer server(test_data(GetParam()), GetParam(), {2, 8});
+  const std::string body = completion_body(GetParam(), 1, false).dump();
+  HttpReply alone = http_request(server.port(), "POST", "/v1/completions", body);
+  ASSERT_EQ(alone.status, 200);
+  // Sends the request, shuts its sending side (curl and Python clients may), then reads.
+  ClientConnection client({"127.0.0.1", server.port()}, std::chrono::milliseconds(30000));
+  ASSERT_TRUE(client.open().ok());
+  ASSERT_TRUE(client.send("POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body)
+                  .ok());
+  client.finish_sending();
+  auto reply = client.read_reply();
+  while (reply.ok() && reply->status == 100) reply = client.read_reply();  // an interim probe
+  ASSERT_TRUE(reply.ok()) << reply.error().message;
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply_ids(*reply, false), reply_ids(alone, false));
+}
+
 TEST(ServerSlow, AFullQueueGets503WithRetryAfter) {
   TestServer server(slow_model(), "slow", {1, 1, 1 << 20, 512, WeightChoice::dummy});
   json slow = completion_body("slow", 5, false, 300);

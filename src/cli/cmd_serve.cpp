@@ -1,8 +1,10 @@
 // lockstep serve: the OpenAI-compatible HTTP server over the lane host.
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <thread>
 
 #include "cli/cli_common.h"
@@ -28,8 +30,17 @@ struct ServeFlags {
   bool no_drafts = false;
   double prompt_cache_gib = 0;
   bool prompt_cache_gib_given = false;
-  size_t max_body_bytes = 8 << 20;
+  HttpSettings http;
 };
+
+// Each connection is a descriptor: let --max-connections have them (the soft limit is often
+// 1,024), up to the hard limit.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
 
 std::string folder_name(const std::string& dir) {
   std::string trimmed = dir;
@@ -47,6 +58,7 @@ int run_serve(const ServeFlags& flags) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  raise_descriptor_limit();
 
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
@@ -76,10 +88,9 @@ int run_serve(const ServeFlags& flags) {
   ModelRunner runner(*loaded->model);
   OpenAiServer api(runner, *text, settings);
 
-  HttpSettings http;
+  HttpSettings http = flags.http;
   http.host = flags.host;
   http.port = flags.port;
-  http.max_body_bytes = flags.max_body_bytes;
   HttpServer server(http, [&api](const HttpRequest& request, HttpResponder& responder) { api.handle(request, responder); });
   if (Status listening = server.listen(); !listening.ok()) return fail(listening.message());
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
@@ -91,8 +102,14 @@ int run_serve(const ServeFlags& flags) {
     int signal = 0;
     sigwait(&signals, &signal);
     if (done) return;  // woken by ourselves after the server stopped
-    std::cerr << "lockstep: stopping (signal " << signal << ")" << std::endl;
-    server.stop();
+    std::cerr << "lockstep: stopping (signal " << signal << "): cancelling the streams in flight; a second signal exits at once"
+              << std::endl;
+    server.stop();  // no new connections; requests still arriving get 503
+    api.stop();     // every stream ends now: streams get a last chunk, others a 503
+    sigwait(&signals, &signal);
+    if (done) return;
+    std::cerr << "lockstep: second signal " << signal << ": exiting now" << std::endl;
+    std::_Exit(128 + signal);
   });
   server.serve();
   api.stop();
@@ -118,6 +135,16 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20));
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
+  command->add_option("--max-connections", flags->http.max_connections,
+                      "open connections; at the limit the one waiting longest for its request gives way, and "
+                      "when all have requests in flight a new one gets 503")
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--request-timeout", flags->http.request_timeout_seconds,
+                      "seconds a client has to send a whole request, head and body (0: no limit)")
+      ->check(CLI::Range(0, 86400));
+  command->add_option("--idle-timeout", flags->http.idle_timeout_seconds,
+                      "seconds an idle keep-alive connection stays open, and a stalled write waits (0: no limit)")
+      ->check(CLI::Range(0, 86400));
   command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
   command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
   command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,

@@ -100,6 +100,10 @@ void ClientConnection::hang_up() {
   fd_ = -1;
 }
 
+void ClientConnection::finish_sending() {
+  if (fd_ >= 0) shutdown(fd_, SHUT_WR);
+}
+
 Status ClientConnection::open() {
   sockaddr_in address{};
   address.sin_family = AF_INET;

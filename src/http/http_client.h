@@ -58,6 +58,9 @@ class ClientConnection {
   bool closed_by_server();
   // Closes the socket (the destructor does too).
   void hang_up();
+  // Shuts the sending side (a half-close): the server sees the end of the request bytes and
+  // may still answer.
+  void finish_sending();
 
   // For readers of a reply as it arrives (http_stream): the head, then the body in pieces.
   using BodySink = std::function<bool(std::string_view bytes, std::chrono::steady_clock::time_point arrived)>;

@@ -29,9 +29,14 @@ class HttpResponder {
   // False when the client is gone (the stream should stop).
   [[nodiscard]] virtual bool write_chunk(const std::string& data) = 0;
   virtual void end_stream() = 0;
-  // True when the client closed its side of the connection (checked without blocking). Bytes of
-  // a pipelined next request do not count as gone.
+  // True when the client has gone away (checked without blocking). A client that only shut its
+  // sending side (a half-close) is still there: it gets its reply. Bytes of a pipelined next
+  // request do not count as gone.
   virtual bool client_gone() = 0;
+  // Bytes that a stream may carry without changing its meaning (an SSE comment): the responder
+  // writes them at most once, to learn whether a client that shut its sending side still reads.
+  // Without them, such a client is found gone by the stream's next write.
+  virtual void set_probe_chunk(std::string chunk) { (void)chunk; }
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
@@ -39,11 +44,18 @@ using HttpHandler = std::function<void(const HttpRequest&, HttpResponder&)>;
 struct HttpSettings {
   std::string host = "127.0.0.1";
   int port = 8080;                        // 0: any free port (see HttpServer::port)
-  int max_connections = 256;
+  // Open connections. At the limit a new connection takes the place of the one that has waited
+  // longest for its request (idle, or still sending it); when every connection has a request in
+  // flight, it gets 503.
+  int max_connections = 1024;
   size_t max_body_bytes = 8 << 20;        // larger bodies get 413
   size_t max_header_bytes = 64 << 10;     // larger headers get 431
+  int request_timeout_seconds = 30;       // the whole request, head and body, from its first
+                                          // byte; past it, 408. <= 0: none
   int idle_timeout_seconds = 60;          // a keep-alive connection idle this long is closed;
-                                          // also the limit on a stalled read or write; <= 0: none
+                                          // also the limit on a stalled write; <= 0: none
+  int stop_grace_ms = 3000;               // after stop(), how long requests in flight may take
+                                          // before their connections are shut
 };
 
 }  // namespace lockstep

@@ -22,19 +22,20 @@ bool has_header(const std::map<std::string, std::string>& headers, std::string_v
 }  // namespace
 
 SocketResponder::SocketResponder(int fd, const RequestHead& head, bool keep_alive,
-                                 const std::atomic<bool>& stopping)
+                                 const std::atomic<bool>& stopping, bool peer_done)
     : fd_(fd),
       head_only_(head.request.method == "HEAD"),
       chunked_allowed_(head.minor_version >= 1),
       keep_alive_requested_(keep_alive),
-      stopping_(stopping) {}
+      stopping_(stopping),
+      peer_done_(peer_done) {}
 
 void SocketResponder::send(int status, const std::string& content_type, const std::string& body,
                            const std::map<std::string, std::string>& headers) {
   if (state_ != State::kNotStarted) return;
   state_ = State::kDone;
   mode_ = BodyMode::kLength;
-  keep_alive_ = keep_alive_requested_ && !stopping_.load();
+  keep_alive_ = keep_alive_requested_ && !stopping_.load() && !peer_done_;
   ResponseHead head{status, content_type, BodyMode::kLength, body.size(), keep_alive_};
   std::string bytes = format_response_head(head, headers);
   if (!head_only_) bytes += body;
@@ -46,7 +47,7 @@ void SocketResponder::start_stream(int status, const std::string& content_type,
   if (state_ != State::kNotStarted) return;
   state_ = State::kStreaming;
   mode_ = chunked_allowed_ ? BodyMode::kChunked : BodyMode::kUntilClose;
-  keep_alive_ = mode_ == BodyMode::kChunked && keep_alive_requested_ && !stopping_.load();
+  keep_alive_ = mode_ == BodyMode::kChunked && keep_alive_requested_ && !stopping_.load() && !peer_done_;
   ResponseHead head{status, content_type, mode_, 0, keep_alive_};
   bool event_stream = content_type.rfind("text/event-stream", 0) == 0;
   if (event_stream && !has_header(headers, "cache-control")) {
@@ -70,7 +71,21 @@ void SocketResponder::end_stream() {
   if (mode_ == BodyMode::kChunked && !head_only_) write(kLastChunk);
 }
 
-bool SocketResponder::client_gone() { return write_failed_ || peer_closed(fd_); }
+bool SocketResponder::client_gone() {
+  if (write_failed_) return true;
+  PeerState peer = peer_state(fd_);
+  if (peer == PeerState::kGone) return true;
+  if (peer == PeerState::kShutWriting) peer_done_ = true;
+  if (!peer_done_ || probed_) return false;
+  probed_ = true;
+  if (state_ == State::kNotStarted) {
+    if (!chunked_allowed_) return true;  // HTTP/1.0: no interim responses
+    if (!send_all(fd_, "HTTP/1.1 100 Continue\r\n\r\n")) write_failed_ = true;
+  } else if (state_ == State::kStreaming && !probe_chunk_.empty()) {
+    (void)write_chunk(probe_chunk_);
+  }
+  return write_failed_;
+}
 
 bool SocketResponder::connection_reusable() const {
   return response_complete() && keep_alive_;

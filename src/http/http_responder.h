@@ -20,9 +20,9 @@ class SocketResponder final : public HttpResponder {
   // Writes to `fd` (not owned). The response keeps the connection open when the request asked
   // for it (`keep_alive`) and `stopping` was not yet set when the response head was written.
   // HTTP/1.0 requests get streams without chunking, ended by closing the connection; HEAD
-  // requests get the head alone.
+  // requests get the head alone. `peer_done`: the client already shut its sending side.
   SocketResponder(int fd, const RequestHead& head, bool keep_alive,
-                  const std::atomic<bool>& stopping);
+                  const std::atomic<bool>& stopping, bool peer_done = false);
 
   // Only the first of send() and start_stream() answers; later calls are ignored, as are
   // write_chunk() and end_stream() outside a stream.
@@ -34,7 +34,13 @@ class SocketResponder final : public HttpResponder {
                     const std::map<std::string, std::string>& headers = {}) override;
   [[nodiscard]] bool write_chunk(const std::string& data) override;
   void end_stream() override;
+  // Gone: a write failed, or the connection was reset or closed. When the client has only shut
+  // its sending side, the answer needs a probe: an HTTP/1.1 client that has not had the
+  // response head yet gets an interim "100 Continue" (clients must accept one), a stream gets
+  // its probe chunk; a client that has closed altogether answers the probe with a reset, seen
+  // by a later call. An HTTP/1.0 client that shut its side before its response counts as gone.
   bool client_gone() override;
+  void set_probe_chunk(std::string chunk) override { probe_chunk_ = std::move(chunk); }
 
   State state() const { return state_; }
   // True when a complete response went out with "Connection: keep-alive" and no write failed.
@@ -55,6 +61,9 @@ class SocketResponder final : public HttpResponder {
   BodyMode mode_ = BodyMode::kLength;
   bool keep_alive_ = false;  // what the response head said
   bool write_failed_ = false;
+  bool peer_done_;        // the client shut its sending side
+  bool probed_ = false;   // a probe went out after peer_done_
+  std::string probe_chunk_;
 };
 
 }  // namespace lockstep

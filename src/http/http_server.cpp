@@ -2,18 +2,14 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <list>
-#include <system_error>
-#include <thread>
 
-#include "http/http_connection.h"
+#include "http/http_loop.h"
 
 namespace lockstep {
 namespace {
@@ -35,27 +31,14 @@ int bound_port(int fd) {
   return -1;
 }
 
-// A connection's thread; `finished` is set as its last act, so that serve() can join it.
-struct ConnectionThread {
-  std::thread thread;
-  std::atomic<bool> finished{false};
-};
-
 }  // namespace
 
 struct HttpServer::Impl {
   HttpSettings settings;
   HttpHandler handler;
-  int listen_fd = -1;
-  int stop_fd = -1;  // an eventfd: written once by stop(), never drained
+  int listen_fd = -1;  // until serve() hands it to the loop
+  int stop_fd = -1;    // an eventfd: written once by stop(), never drained
   std::atomic<bool> stopping{false};
-  std::atomic<int> open_connections{0};
-  std::list<ConnectionThread> connections;  // serve()'s thread only
-
-  void accept_ready(const ConnectionContext& context);
-  void start_connection(int fd, const ConnectionContext& context);
-  // Joins the threads of connections that have ended.
-  void join_finished();
 };
 
 HttpServer::HttpServer(HttpSettings settings, HttpHandler handler) : impl_(std::make_unique<Impl>()) {
@@ -118,24 +101,10 @@ Status HttpServer::listen() {
 void HttpServer::serve() {
   Impl& impl = *impl_;
   if (impl.listen_fd < 0) return;
-  ConnectionContext context{impl.settings, impl.handler, impl.stop_fd, impl.stopping};
-  pollfd fds[2] = {{impl.listen_fd, POLLIN, 0}, {impl.stop_fd, POLLIN, 0}};
-  while (!impl.stopping.load()) {
-    int n = poll(fds, 2, -1);
-    if (n < 0) {
-      // Out of memory or the like: wait rather than spin, then try again.
-      if (errno != EINTR) poll(nullptr, 0, 100);
-      continue;
-    }
-    if (fds[1].revents != 0) break;
-    if (fds[0].revents != 0) impl.accept_ready(context);
-    impl.join_finished();
-  }
-  // Refuse new connections at once rather than leave them queued.
-  close(impl.listen_fd);
-  impl.listen_fd = -1;
-  for (ConnectionThread& connection : impl.connections) connection.thread.join();
-  impl.connections.clear();
+  int listen_fd = impl.listen_fd;
+  impl.listen_fd = -1;  // the loop closes it
+  ServerLoop loop(impl.settings, impl.handler, listen_fd, impl.stop_fd, impl.stopping);
+  loop.run();
 }
 
 void HttpServer::stop() {
@@ -144,51 +113,6 @@ void HttpServer::stop() {
   uint64_t one = 1;
   ssize_t written = write(impl_->stop_fd, &one, sizeof(one));
   (void)written;  // fails only when the counter would overflow: it is readable anyway
-}
-
-void HttpServer::Impl::accept_ready(const ConnectionContext& context) {
-  while (true) {
-    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        poll(nullptr, 0, 50);  // out of descriptors: give connections time to close
-      return;                  // EAGAIN: nothing more to accept
-    }
-    if (open_connections.load() >= settings.max_connections) {
-      reject_busy_connection(fd);
-      continue;
-    }
-    start_connection(fd, context);
-  }
-}
-
-void HttpServer::Impl::start_connection(int fd, const ConnectionContext& context) {
-  ConnectionThread& connection = connections.emplace_back();
-  open_connections.fetch_add(1);
-  try {
-    connection.thread = std::thread([this, fd, &context, &connection] {
-      serve_connection(fd, context);
-      open_connections.fetch_sub(1);
-      connection.finished.store(true);
-    });
-  } catch (const std::system_error&) {
-    // No thread to be had: answer as if at the limit.
-    open_connections.fetch_sub(1);
-    connections.pop_back();
-    reject_busy_connection(fd);
-  }
-}
-
-void HttpServer::Impl::join_finished() {
-  for (auto it = connections.begin(); it != connections.end();) {
-    if (it->finished.load()) {
-      it->thread.join();
-      it = connections.erase(it);
-    } else {
-      ++it;
-    }
-  }
 }
 
 }  // namespace lockstep

@@ -4,8 +4,9 @@
 // while a non-streaming request waits for its reply, and lockstep must cancel that stream at
 // once to free its pages and state slot. Here a handler can ask (HttpResponder::client_gone).
 //
-// Each connection runs on its own thread (at most max_connections; past that a new connection
-// gets 503 and is closed). Keep-alive is supported; request bodies need Content-Length.
+// One event loop (http_loop.h) reads every connection's requests without blocking; each
+// complete request runs its handler on a thread of its own. Keep-alive and pipelining are
+// supported; request bodies need Content-Length. Limits: HttpSettings (http_handler.h).
 #pragma once
 
 #include <atomic>
@@ -30,14 +31,15 @@ class HttpServer {
   [[nodiscard]] Status listen();
   // The bound port (after listen()).
   int port() const { return port_; }
-  // Accepts connections until stop(); returns after every connection thread has ended, and
-  // closes the listening socket. Returns at once without a successful listen() or after stop().
-  // The handler runs on the connection threads, several at once.
+  // Serves until stop(); returns once every connection has closed, and closes the listening
+  // socket. Returns at once without a successful listen(). The handler runs on request
+  // threads, several at once.
   void serve();
-  // Stops accepting, wakes serve(), and closes idle keep-alive connections; connections with a
-  // request in flight finish it (answered with "Connection: close"). Safe from any thread and
-  // from a signal-watching thread (it stores a flag and writes an eventfd: async-signal-safe),
-  // more than once, and before serve().
+  // Stops accepting (connections already waiting to be accepted get 503), closes idle
+  // connections, answers requests still arriving with 503, and lets requests in flight finish
+  // ("Connection: close") for HttpSettings::stop_grace_ms, after which their connections are
+  // shut. Safe from any thread and from a signal handler (it stores a flag and writes an
+  // eventfd: async-signal-safe), more than once, and before serve().
   void stop();
 
  private:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,21 @@
 #include "http/http_server.h"
 
 namespace lockstep::http_test {
+
+// Waits up to five seconds for `flag`; true when it was set.
+template <typename Flag>
+bool wait_for(const Flag& flag) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+inline int64_t ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
 
 using ClientResponse = HttpReply;
 
@@ -38,6 +54,7 @@ class TestClient {
   // True when the server closes the connection (within the timeout) with nothing more sent.
   bool closed_by_server() { return connection_.closed_by_server(); }
   void close() { connection_.hang_up(); }
+  void half_close() { connection_.finish_sending(); }
 
  private:
   ClientConnection connection_;

@@ -37,6 +37,7 @@ LaneHost::Submitted LaneHost::submit(GenerateRequest request, StreamEvents event
   stream->events = std::move(events);
   stream->control = std::make_shared<StreamControl>();
   std::lock_guard lock(mutex_);
+  if (stopping_) return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the server is shutting down", ""}};
   if (stats_.queued >= settings_.max_queue)
     return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the queue is full; retry later", ""}};
   stream->id = next_id_++;
@@ -65,6 +66,7 @@ void LaneHost::start() {
 }
 
 void LaneHost::stop() {
+  std::lock_guard stop_lock(stop_mutex_);  // a signal watcher and the main thread may both stop
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

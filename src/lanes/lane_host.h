@@ -113,7 +113,8 @@ class LaneHost {
   Submitted submit(GenerateRequest request, StreamEvents events);
 
   // Runs the loop on a thread of its own until stop(). stop() cancels every stream (each gets
-  // its end event) and joins.
+  // its end event) and joins; later submissions are refused as busy. stop() may be called
+  // from several threads, more than once.
   void start();
   void stop();
   // One iteration on the calling thread (only while not started): admit, then one fill step or
@@ -178,6 +179,7 @@ class LaneHost {
   std::vector<std::unique_ptr<Stream>> active_; // admitted, in admission order
   bool last_was_fill_ = false;
   std::thread thread_;
+  std::mutex stop_mutex_;
 };
 
 }  // namespace lockstep

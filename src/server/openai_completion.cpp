@@ -70,7 +70,10 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   bool client_gone = false, first_chunk = true, cancelled_by_stop = false;
   std::optional<std::chrono::steady_clock::time_point> last_token;
 
-  if (req.stream) responder.start_stream(200, "text/event-stream");
+  if (req.stream) {
+    responder.start_stream(200, "text/event-stream");
+    responder.set_probe_chunk(": probe\n\n");  // an SSE comment: clients skip it
+  }
   auto send_chunk = [&](const std::string& delta, const std::string& finish) {
     if (client_gone) return;
     const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &chunk_ids : nullptr;
@@ -124,21 +127,30 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     metrics_.request_done("cancelled");
     return;
   }
-  if (!finished) {
-    const std::string message = end->kind == StreamEnd::Kind::failed ? end->error : "the server is shutting down";
+  // A stream cancelled while its client is still there was cancelled by stop(): the server is
+  // shutting down. A stream's reply ends as usual, with finish_reason "cancelled"; a reply not
+  // yet begun is a 503.
+  const bool shutting_down = end->kind == StreamEnd::Kind::cancelled && !cancelled_by_stop;
+  if (shutting_down && !req.stream) {
+    send_error(responder, {503, "the server is shutting down", "server_busy", "", ""}, "cancelled");
+    return;
+  }
+  if (!finished && !shutting_down) {
     if (req.stream) {
-      (void)responder.write_chunk(sse({{"error", {{"message", message}, {"type", "server_error"}}}}));
+      (void)responder.write_chunk(sse({{"error", {{"message", end->error}, {"type", "server_error"}}}}));
       responder.end_stream();
     } else {
-      responder.send(500, "application/json", error_body({500, message, "server_error", "", ""}));
+      responder.send(500, "application/json", error_body({500, end->error, "server_error", "", ""}));
     }
     metrics_.request_done("failed");
     return;
   }
   std::string tail = cancelled_by_stop ? std::string() : text.finish();
   reply += tail;
-  std::string finish_reason =
-      cancelled_by_stop || end->reason == FinishReason::stop ? "stop" : finish_reason_name(end->reason);
+  std::string finish_reason = shutting_down ? "cancelled"
+                              : cancelled_by_stop || end->reason == FinishReason::stop
+                                  ? "stop"
+                                  : finish_reason_name(end->reason);
   if (req.stream) {
     send_chunk(tail, finish_reason);
     if (req.include_usage && !client_gone) {
@@ -155,7 +167,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
                                      ids.size(), req.generate.sampling.seed);
     responder.send(200, "application/json", json_text(body));
   }
-  metrics_.request_done("ok");
+  metrics_.request_done(shutting_down ? "cancelled" : "ok");
 }
 
 }  // namespace lockstep
