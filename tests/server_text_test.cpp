@@ -179,5 +179,29 @@ TEST_F(TextServer, DeeplyNestedBodiesGetA400AndTheServerLives) {
   EXPECT_TRUE(ok.contains("choices")) << ok.dump();
 }
 
+TEST_F(TextServer, AnOverlongTextPromptIsRefusedWithoutEncodingAllOfIt) {
+  std::string word = "lorem ipsum dolor sit amet ";
+  std::string long_text;
+  while (long_text.size() < 900000) long_text += word;  // under the test server's 1 MiB body limit
+  json ordinary = {{"prompt", "hello there"}, {"max_tokens", 2}};
+  std::vector<std::thread> senders;
+  std::vector<HttpReply> refused(6);
+  for (size_t i = 0; i < refused.size(); ++i)
+    senders.emplace_back([&, i] {
+      refused[i] = http_request(server->port(), "POST", "/v1/completions", json{{"prompt", long_text}}.dump());
+    });
+  auto start = std::chrono::steady_clock::now();
+  HttpReply served = http_request(server->port(), "POST", "/v1/completions", ordinary.dump());
+  double ordinary_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (std::thread& sender : senders) sender.join();
+  EXPECT_EQ(served.status, 200) << served.body;
+  EXPECT_LT(ordinary_seconds, 5.0);
+  for (const HttpReply& reply : refused) {
+    EXPECT_EQ(reply.status, 400);
+    EXPECT_NE(reply.body.find("more than 512 tokens"), std::string::npos) << reply.body.substr(0, 300);
+    EXPECT_NE(reply.body.find(R"("param":"prompt")"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -79,6 +80,22 @@ TEST_P(RealTokenizerTest, PostProcessorAddsTheFilesSpecialTokens) {
   expected.insert(expected.end(), plain.begin(), plain.end());
   EXPECT_EQ(tokenizer->encode("Hello world", true), expected);
   EXPECT_EQ(tokenizer->encode("", true), prefix.at(GetParam()));
+}
+
+TEST_P(RealTokenizerTest, EncodingStopsPastMaxIdsWithAnExactPrefix) {
+  LOCKSTEP_REAL_TOKENIZER_OR_SKIP(tokenizer, GetParam());
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "word " + std::to_string(i) + ", naïve 日本語 text.\n";
+  std::vector<int32_t> whole = tokenizer->encode(text, true);
+  ASSERT_GT(whole.size(), 1000u);
+  // Room for all of them: the whole encoding.
+  EXPECT_EQ(tokenizer->encode(text, true, whole.size()), whole);
+  // Less room: more than max_ids ids come back, all of them the encoding's own.
+  std::vector<int32_t> cut = tokenizer->encode(text, false, 100);
+  std::vector<int32_t> plain = tokenizer->encode(text, false);
+  ASSERT_GT(cut.size(), 100u);
+  ASSERT_LT(cut.size(), 200u);
+  EXPECT_TRUE(std::equal(cut.begin(), cut.end(), plain.begin()));
 }
 
 TEST_P(RealTokenizerTest, VocabularyAndSpecialTokens) {

@@ -16,11 +16,11 @@ Status check_depth(const Json& value, const char* what) {
 }
 
 template <class Json>
-Expected<std::string> render_nodes(const jinja::NodeList& nodes, const Json& variables) {
+Expected<std::string> render_nodes(const jinja::NodeList& nodes, const Json& variables, const RenderLimits& limits) {
   if (!variables.is_object()) return Error{"chat template variables must be a JSON object"};
   LOCKSTEP_TRY(check_depth(variables, "chat template variables"));
   jinja::Value converted = jinja::from_json(variables);
-  return jinja::render_template(nodes, converted.as_dict());
+  return jinja::render_template(nodes, converted.as_dict(), limits);
 }
 
 // A special token of tokenizer_config.json: a string, or an AddedToken object with "content".
@@ -40,12 +40,12 @@ Expected<ChatTemplate> ChatTemplate::parse(const std::string& source) {
   return ChatTemplate(std::make_shared<const jinja::NodeList>(std::move(nodes)));
 }
 
-Expected<std::string> ChatTemplate::render(const nlohmann::json& variables) const {
-  return render_nodes(*nodes_, variables);
+Expected<std::string> ChatTemplate::render(const nlohmann::json& variables, const RenderLimits& limits) const {
+  return render_nodes(*nodes_, variables, limits);
 }
 
-Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json& variables) const {
-  return render_nodes(*nodes_, variables);
+Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json& variables, const RenderLimits& limits) const {
+  return render_nodes(*nodes_, variables, limits);
 }
 
 Expected<ChatSettings> load_chat_settings(const std::string& tokenizer_config_path) {
@@ -78,7 +78,7 @@ namespace {
 
 // apply_chat_template's arguments, then the render. The caller has checked the depths.
 Expected<std::string> render_checked(const ChatSettings& settings, const nlohmann::ordered_json& messages,
-                                     const nlohmann::ordered_json& extra_kwargs) {
+                                     const nlohmann::ordered_json& extra_kwargs, const RenderLimits& limits) {
   if (!messages.is_array()) return Error{"chat messages must be a JSON array"};
   if (!extra_kwargs.is_object()) return Error{"chat template arguments must be a JSON object"};
   // Its special tokens, then the caller's keyword arguments.
@@ -90,24 +90,24 @@ Expected<std::string> render_checked(const ChatSettings& settings, const nlohman
   if (!settings.bos_token.empty()) variables["bos_token"] = settings.bos_token;
   if (!settings.eos_token.empty()) variables["eos_token"] = settings.eos_token;
   for (auto it = extra_kwargs.begin(); it != extra_kwargs.end(); ++it) variables[it.key()] = *it;
-  return settings.chat_template.render(variables);
+  return settings.chat_template.render(variables, limits);
 }
 
 }  // namespace
 
 // Both overloads check the depths before anything copies or converts the values.
 Expected<std::string> render_chat(const ChatSettings& settings, const nlohmann::ordered_json& messages,
-                                  const nlohmann::ordered_json& extra_kwargs) {
+                                  const nlohmann::ordered_json& extra_kwargs, const RenderLimits& limits) {
   LOCKSTEP_TRY(check_depth(messages, "chat messages"));
   LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
-  return render_checked(settings, messages, extra_kwargs);
+  return render_checked(settings, messages, extra_kwargs, limits);
 }
 
 Expected<std::string> render_chat(const ChatSettings& settings, const nlohmann::json& messages,
-                                  const nlohmann::json& extra_kwargs) {
+                                  const nlohmann::json& extra_kwargs, const RenderLimits& limits) {
   LOCKSTEP_TRY(check_depth(messages, "chat messages"));
   LOCKSTEP_TRY(check_depth(extra_kwargs, "chat template arguments"));
-  return render_checked(settings, nlohmann::ordered_json(messages), nlohmann::ordered_json(extra_kwargs));
+  return render_checked(settings, nlohmann::ordered_json(messages), nlohmann::ordered_json(extra_kwargs), limits);
 }
 
 }  // namespace lockstep

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "chat_template/render_limits.h"
 
 namespace lockstep {
 
@@ -30,8 +31,10 @@ class ChatTemplate {
   // error, an undefined value used as a value) fails with "chat template line L, column C: ...".
   // Use the ordered_json overload to keep the key order of the caller's objects where a
   // template prints them with tojson (Python dicts keep insertion order; nlohmann::json sorts).
-  [[nodiscard]] Expected<std::string> render(const nlohmann::json& variables) const;
-  [[nodiscard]] Expected<std::string> render(const nlohmann::ordered_json& variables) const;
+  // A render past `limits` (steps, output bytes, cancelled) fails saying which.
+  [[nodiscard]] Expected<std::string> render(const nlohmann::json& variables, const RenderLimits& limits = {}) const;
+  [[nodiscard]] Expected<std::string> render(const nlohmann::ordered_json& variables,
+                                             const RenderLimits& limits = {}) const;
 
  private:
   explicit ChatTemplate(std::shared_ptr<const std::vector<std::unique_ptr<jinja::Node>>> nodes)
@@ -59,9 +62,9 @@ struct ChatSettings {
 // any of those.
 [[nodiscard]] Expected<std::string> render_chat(
     const ChatSettings& settings, const nlohmann::json& messages,
-    const nlohmann::json& extra_kwargs = nlohmann::json::object());
+    const nlohmann::json& extra_kwargs = nlohmann::json::object(), const RenderLimits& limits = {});
 [[nodiscard]] Expected<std::string> render_chat(
     const ChatSettings& settings, const nlohmann::ordered_json& messages,
-    const nlohmann::ordered_json& extra_kwargs = nlohmann::ordered_json::object());
+    const nlohmann::ordered_json& extra_kwargs = nlohmann::ordered_json::object(), const RenderLimits& limits = {});
 
 }  // namespace lockstep

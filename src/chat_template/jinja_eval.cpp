@@ -2,6 +2,7 @@
 #include "chat_template/jinja_filters.h"
 #include "chat_template/jinja_operators.h"
 #include "chat_template/jinja_render.h"
+#include "chat_template/jinja_strings.h"
 
 namespace lockstep::jinja {
 namespace {
@@ -16,6 +17,7 @@ Expected<T> located(const Expr& expr, Expected<T> result) {
 }  // namespace
 
 Expected<Value> Renderer::eval(const Expr& expr, const ScopePtr& scope) {
+  LOCKSTEP_TRY(step());
   switch (expr.kind) {
     case ExprKind::kConstant: return expr.constant;
     case ExprKind::kName: {
@@ -66,7 +68,9 @@ Expected<Value> Renderer::eval(const Expr& expr, const ScopePtr& scope) {
     case ExprKind::kConcat: {
       LOCKSTEP_JINJA_ASSIGN(Value left, eval(*expr.args[0], scope));
       LOCKSTEP_JINJA_ASSIGN(Value right, eval(*expr.args[1], scope));
-      return Value(to_str(left) + to_str(right));
+      std::string left_text = to_str(left), right_text = to_str(right);
+      limit_text(left_text.size() + right_text.size());
+      return Value(left_text + right_text);
     }
     case ExprKind::kCompare: {
       LOCKSTEP_JINJA_ASSIGN(Value left, eval(*expr.args[0], scope));

@@ -18,6 +18,13 @@
 namespace lockstep::jinja {
 namespace {
 
+// `count` spaces (none for a negative count), within the text limit.
+std::string spaces(int64_t count) {
+  size_t n = size_t(std::max<int64_t>(count, 0));
+  limit_text(n);
+  return std::string(n, ' ');
+}
+
 Expected<Value> filter_tojson(const Value& value, const CallArgs& args) {
   static const Param kParams[] = {{"ensure_ascii", Value(false)},
                                   {"indent", Value(None{})},
@@ -29,7 +36,7 @@ Expected<Value> filter_tojson(const Value& value, const CallArgs& args) {
   if (bound[1].is_string())
     style.indent = bound[1].as_string();
   else if (bound[1].is_int())
-    style.indent = std::string(std::max<int64_t>(bound[1].as_int(), 0), ' ');
+    style.indent = spaces(bound[1].as_int());
   else if (!bound[1].is_none())
     return Error{"tojson indent must be None, an integer or a string"};
   if (!bound[2].is_none()) {
@@ -128,7 +135,7 @@ Expected<Value> filter_indent(const Value& value, const CallArgs& args) {
   LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("indent", args, kParams));
   std::string indentation = bound[0].is_string() ? bound[0].as_string()
                             : bound[0].is_int()
-                                ? std::string(std::max<int64_t>(bound[0].as_int(), 0), ' ')
+                                ? spaces(bound[0].as_int())
                                 : std::string();
   if (value.is_undefined()) return undefined_error(value);
   if (!value.is_string())
@@ -137,6 +144,7 @@ Expected<Value> filter_indent(const Value& value, const CallArgs& args) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += "\n";
+    limit_text(out.size() + indentation.size() + lines[i].size());
     bool indent_line = i > 0 && (truthy(bound[2]) || !lines[i].empty());
     out += (indent_line ? indentation : "") + lines[i];
   }
@@ -152,6 +160,7 @@ Expected<Value> filter_center(const Value& value, const CallArgs& args) {
   int64_t width = bound[0].as_int();
   int64_t margin = width - static_cast<int64_t>(code_point_count(text));
   if (margin <= 0) return Value(std::move(text));
+  limit_text(size_t(width));
   int64_t left = margin / 2 + (margin & width & 1);  // as Python's str.center
   return Value(std::string(left, ' ') + text + std::string(margin - left, ' '));
 }

@@ -1,4 +1,5 @@
 #include "chat_template/jinja_format.h"
+#include "chat_template/jinja_strings.h"
 
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@ struct Spec {
 std::string pad(const std::string& body, const std::string& prefix, const Spec& spec) {
   size_t length = code_point_count(prefix) + code_point_count(body);
   size_t width = static_cast<size_t>(spec.width);
+  limit_text(width);
   if (length >= width) return prefix + body;
   std::string fill(width - length, spec.zero && !spec.left ? '0' : ' ');
   if (spec.left) return prefix + body + std::string(width - length, ' ');
@@ -39,6 +41,7 @@ Expected<std::string> format_integer(const Value& arg, char type, const Spec& sp
   const char* pattern = type == 'o' ? "%llo" : type == 'x' ? "%llx" : type == 'X' ? "%llX" : "%llu";
   std::snprintf(digits, sizeof digits, pattern, static_cast<unsigned long long>(magnitude));
   std::string body = digits;
+  if (spec.precision > 0) limit_text(size_t(spec.precision));
   if (spec.precision > 0 && body.size() < static_cast<size_t>(spec.precision))
     body.insert(0, static_cast<size_t>(spec.precision) - body.size(), '0');
   std::string prefix = value < 0 ? "-" : spec.plus ? "+" : spec.space ? " " : "";

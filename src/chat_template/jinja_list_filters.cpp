@@ -186,7 +186,9 @@ Expected<Value> filter_join(const Value& value, const CallArgs& args) {
       LOCKSTEP_JINJA_ASSIGN(item, attribute_path(item, bound[1]));
     }
     if (i) out += to_str(bound[0]);
-    out += to_str(item);
+    std::string text = to_str(item);
+    limit_text(out.size() + text.size());
+    out += text;
   }
   return Value(std::move(out));
 }

@@ -127,6 +127,7 @@ Expected<Value> join_method(const Value& self, const CallArgs& args) {
       return Error{"sequence item " + std::to_string(i) + ": expected str instance, " +
                    type_name(items[i]) + " found"};
     if (i) out += self.as_string();
+    limit_text(out.size() + items[i].as_string().size());
     out += items[i].as_string();
   }
   return Value(std::move(out));

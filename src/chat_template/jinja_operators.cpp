@@ -38,6 +38,7 @@ Expected<Value> repeat(const Value& sequence, int64_t times) {
     return Error{"sequence repetition too large"};
   if (sequence.is_string()) {
     std::string out;
+    if (times > 0) out.reserve(unit * static_cast<size_t>(times));
     for (int64_t i = 0; i < times; ++i) out += sequence.as_string();
     return Value(std::move(out));
   }
@@ -140,10 +141,14 @@ Expected<Value> binary_op(BinaryOp op, const Value& a, const Value& b) {
   }
   if (b.is_undefined()) return undefined_error(b);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b);
-  if (op == BinaryOp::kAdd && a.is_string() && b.is_string())
+  if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) {
+    limit_text(a.as_string().size() + b.as_string().size());
     return Value(a.as_string() + b.as_string());
+  }
   if (op == BinaryOp::kAdd && a.is_list() && b.is_list() &&
       a.as_list().is_tuple == b.as_list().is_tuple) {
+    if (a.as_list().items.size() + b.as_list().items.size() > (size_t{1} << 22))
+      return Error{"list concatenation too large"};
     List joined = a.as_list();
     joined.items.insert(joined.items.end(), b.as_list().items.begin(), b.as_list().items.end());
     return Value(std::move(joined));

@@ -1,6 +1,9 @@
 #include "chat_template/jinja_render.h"
 
+#include <new>
+
 #include "chat_template/jinja_methods.h"
+#include "chat_template/jinja_strings.h"
 
 namespace lockstep::jinja {
 namespace {
@@ -47,16 +50,38 @@ const Value* Scope::find(std::string_view name) const {
   return nullptr;
 }
 
-Expected<std::string> render_template(const NodeList& nodes, const Dict& variables) {
+Expected<std::string> render_template(const NodeList& nodes, const Dict& variables,
+                                      const RenderLimits& limits) {
   auto globals = std::make_shared<Scope>();
   globals->variables = builtin_globals();
   ScopePtr root = child_scope(globals);
   root->variables = variables;
-  Renderer renderer;
+  Renderer renderer(limits);
   std::string out;
   Renderer::Flow flow = Renderer::Flow::kNormal;
-  LOCKSTEP_TRY(renderer.render(nodes, root, out, flow));
+  try {
+    LOCKSTEP_TRY(renderer.render(nodes, root, out, flow));
+  } catch (const TextTooLarge&) {
+    return Error{"the chat template built a string over " + std::to_string(kMaxTextBytes >> 20) + " MiB"};
+  } catch (const std::bad_alloc&) {
+    return Error{"the chat template ran out of memory"};
+  }
   return out;
+}
+
+Status Renderer::step() {
+  ++steps_;
+  if (steps_ > limits_.max_steps)
+    return Error{"the chat template took more than " + std::to_string(limits_.max_steps) +
+                 " steps (a loop that does not end, or loops nested too deep)"};
+  if ((steps_ & 4095) == 0 && limits_.cancelled && limits_.cancelled())
+    return Error{"the chat template render was cancelled"};
+  return Status();
+}
+
+Status Renderer::check_output(const std::string& out) const {
+  if (out.size() <= limits_.max_output_bytes) return Status();
+  return Error{"the chat template wrote more than " + std::to_string(limits_.max_output_bytes) + " bytes"};
 }
 
 Status Renderer::render(const NodeList& nodes, const ScopePtr& scope, std::string& out,
@@ -70,12 +95,13 @@ Status Renderer::render(const NodeList& nodes, const ScopePtr& scope, std::strin
 
 Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::string& out,
                              Flow& flow) {
+  LOCKSTEP_TRY(step());
   switch (node.kind) {
-    case NodeKind::kText: out += node.text; return Status();
+    case NodeKind::kText: out += node.text; return check_output(out);
     case NodeKind::kOutput: {
       LOCKSTEP_JINJA_ASSIGN(Value value, eval(*node.expr, scope));
       out += to_str(value);
-      return Status();
+      return check_output(out);
     }
     case NodeKind::kIf:
       for (const auto& [condition, body] : node.branches) {
@@ -104,7 +130,7 @@ Status Renderer::render_node(const Node& node, const ScopePtr& scope, std::strin
       }
       if (node.kind == NodeKind::kSetBlock) return assign(*node.target, value, scope);
       out += to_str(value);
-      return Status();
+      return check_output(out);
     }
     case NodeKind::kMacro:
       scope->variables.set(node.text, make_macro(node, scope));
@@ -132,6 +158,7 @@ Status Renderer::render_for(const Node& node, const ScopePtr& scope, std::string
   if (node.condition) {  // `for x in xs if cond`: the loop sees only the kept items
     std::vector<Value> kept;
     for (const Value& item : items) {
+      LOCKSTEP_TRY(step());
       ScopePtr probe = child_scope(scope);
       LOCKSTEP_TRY(assign(*node.target, item, probe));
       LOCKSTEP_JINJA_ASSIGN(Value keep, eval(*node.condition, probe));
@@ -142,6 +169,7 @@ Status Renderer::render_for(const Node& node, const ScopePtr& scope, std::string
   Flow flow = Flow::kNormal;
   if (items.empty()) return render(node.else_body, scope, out, flow);
   for (size_t i = 0; i < items.size(); ++i) {
+    LOCKSTEP_TRY(step());
     ScopePtr iteration = child_scope(scope);
     iteration->variables.set("loop", loop_object(items, i));
     LOCKSTEP_TRY(assign(*node.target, items[i], iteration));

@@ -156,6 +156,7 @@ std::string python_replace(std::string_view text, std::string_view old_text,
     int64_t made = 0;
     for (char32_t c : cps) {
       if (count < 0 || made < count) out.append(new_text), ++made;
+      limit_text(out.size());
       utf8_append(out, c);
     }
     if (count < 0 || made < count) out.append(new_text);
@@ -167,6 +168,7 @@ std::string python_replace(std::string_view text, std::string_view old_text,
     size_t found = text.find(old_text, start);
     if (found == std::string_view::npos) break;
     out.append(text.substr(start, found - start)).append(new_text);
+    limit_text(out.size());
     start = found + old_text.size();
     ++made;
   }

@@ -3,13 +3,26 @@
 // quoting as Python's json.dumps writes it. Pure functions; no locale or global state.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace lockstep::jinja {
+
+// The longest string a template may build (64 MiB): more is a template bug or an attack, never
+// a prompt. limit_text() throws TextTooLarge (a std::length_error) past it; render_template
+// turns that into an error before anything that size is allocated.
+constexpr size_t kMaxTextBytes = size_t{1} << 26;
+struct TextTooLarge : std::length_error {
+  TextTooLarge() : std::length_error("a string over 64 MiB") {}
+};
+inline void limit_text(size_t bytes) {
+  if (bytes > kMaxTextBytes) throw TextTooLarge();
+}
 
 // UTF-8 to code points. A byte that does not start a valid sequence becomes U+DC80+byte (as
 // Python's surrogateescape), so that encode(decode(s)) == s for any bytes.

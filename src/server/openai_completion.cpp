@@ -46,7 +46,9 @@ class ReplyText {
 
 void OpenAiServer::completion(const HttpRequest& request, HttpResponder& responder, bool chat) {
   const auto received = std::chrono::steady_clock::now();
-  auto parsed = parse_completion_request(request.body, chat, context_);
+  // A long chat template render gives up when its client leaves or the server stops.
+  auto parsed = parse_completion_request(request.body, chat, context_,
+                                         [&] { return stopping_.load() || responder.client_gone(); });
   if (auto* error = std::get_if<RequestError>(&parsed)) return send_error(responder, *error, "invalid");
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
 

@@ -42,9 +42,18 @@ std::optional<std::string> content_text(const nlohmann::json& content) {
   return text;
 }
 
+// A prompt encoded as far as `max_ids` ids: more ids than that means more than the context holds.
+std::optional<RequestError> over_context(size_t ids, int64_t max_context, const char* field) {
+  if (int64_t(ids) <= max_context) return std::nullopt;
+  return bad("the prompt has more than " + std::to_string(max_context) + " tokens; the context holds " +
+                 std::to_string(max_context) + ", including at least one generated token",
+             field);
+}
+
 std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, const RequestContext& context,
-                                        CompletionRequest& out) {
+                                        const std::function<bool()>& cancelled, CompletionRequest& out) {
   const ModelText& text = *context.text;
+  const size_t max_ids = size_t(std::max<int64_t>(context.info->max_context, 0));
   if (chat) {
     auto messages = body.find("messages");
     if (messages == body.end() || !messages->is_array()) return bad("'messages' must be an array", "messages");
@@ -65,8 +74,11 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
       if (!extra->is_object()) return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       for (auto& [key, value] : extra->items()) kwargs[key] = value;
     }
-    auto ids = text.encode_chat(normalised, kwargs);
+    RenderLimits limits;
+    limits.cancelled = cancelled;
+    auto ids = text.encode_chat(normalised, kwargs, limits, max_ids);
     if (!ids.ok()) return bad(ids.error().message, "messages");
+    if (auto error = over_context(ids->size(), context.info->max_context, "messages")) return error;
     out.generate.prompt = std::move(*ids);
     return std::nullopt;
   }
@@ -74,11 +86,12 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
   if (prompt == body.end() || prompt->is_null()) return bad("'prompt' is required", "prompt");
   if (prompt->is_string()) {
     out.prompt_text = prompt->get<std::string>();
-    auto ids = text.encode(out.prompt_text, true);
+    auto ids = text.encode(out.prompt_text, true, max_ids);
     if (!ids.ok()) return bad(ids.error().message, "prompt");
+    if (auto error = over_context(ids->size(), context.info->max_context, "prompt")) return error;
     out.generate.prompt = std::move(*ids);
   } else if (prompt->is_array()) {
-    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, out);
+    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, cancelled, out);
     for (const auto& id : *prompt) {
       if (!id.is_number_integer()) return bad("'prompt' must be a string or an array of token ids", "prompt");
       // An integer past int32 is no id (check_request checks the rest against the vocabulary).
@@ -108,7 +121,8 @@ std::string error_body(const RequestError& error) {
 }
 
 std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& text, bool chat,
-                                                                      const RequestContext& context) {
+                                                                      const RequestContext& context,
+                                                                      const std::function<bool()>& cancelled) {
   nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
   if (body.is_discarded()) return bad("the body is not valid JSON");
   if (!body.is_object()) return bad("the body must be a JSON object");
@@ -122,7 +136,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
   if (model && *model != context.model_name)
     return RequestError{404, "the model '" + *model + "' does not exist; this server serves '" + context.model_name + "'",
                         "invalid_request_error", "model", "model_not_found"};
-  if (auto prompt_error = read_prompt(body, chat, context, out)) return *prompt_error;
+  if (auto prompt_error = read_prompt(body, chat, context, cancelled, out)) return *prompt_error;
 
   const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
   auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);

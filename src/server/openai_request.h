@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,9 +47,11 @@ struct CompletionRequest {
   std::string prompt_text;      // for echo
 };
 
-// Parses and checks a body. chat selects the chat endpoint's fields (messages, ...).
-[[nodiscard]] std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& body, bool chat,
-                                                                                    const RequestContext& context);
+// Parses and checks a body. chat selects the chat endpoint's fields (messages, ...). A text
+// prompt is encoded only as far as the context can hold (more is refused); a chat template
+// renders under RenderLimits, asking `cancelled` (when given) whether to give up.
+[[nodiscard]] std::variant<CompletionRequest, RequestError> parse_completion_request(
+    const std::string& body, bool chat, const RequestContext& context, const std::function<bool()>& cancelled = {});
 
 // {"error": {"message", "type", "param", "code"}}
 std::string error_body(const RequestError& error);

@@ -17,7 +17,10 @@ OpenAiServer::OpenAiServer(StepRunner& runner, const ModelText& text, ServeSetti
 
 OpenAiServer::~OpenAiServer() { stop(); }
 
-void OpenAiServer::stop() { lanes_.stop(); }
+void OpenAiServer::stop() {
+  stopping_.store(true);
+  lanes_.stop();
+}
 
 void OpenAiServer::send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome,
                               std::map<std::string, std::string> headers) {

@@ -53,6 +53,7 @@ class OpenAiServer {
   LaneHost lanes_;
   ServerMetrics metrics_;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace lockstep

@@ -27,20 +27,23 @@ Expected<ModelText> ModelText::load(const std::string& dir, ModelTextOptions opt
   return text;
 }
 
-Expected<std::vector<int32_t>> ModelText::encode(const std::string& text, bool add_special_tokens) const {
+Expected<std::vector<int32_t>> ModelText::encode(const std::string& text, bool add_special_tokens,
+                                                 size_t max_ids) const {
   if (!tokenizer_) return make_error("this model folder has no tokenizer.json: send token ids instead of text");
-  return tokenizer_->encode(text, add_special_tokens);
+  return tokenizer_->encode(text, add_special_tokens, max_ids);
 }
 
-Expected<std::string> ModelText::render(const nlohmann::json& messages, const nlohmann::json& kwargs) const {
+Expected<std::string> ModelText::render(const nlohmann::json& messages, const nlohmann::json& kwargs,
+                                        const RenderLimits& limits) const {
   if (!chat_) return make_error("this model folder has no chat template (tokenizer_config.json chat_template)");
-  return render_chat(*chat_, messages, kwargs);
+  return render_chat(*chat_, messages, kwargs, limits);
 }
 
-Expected<std::vector<int32_t>> ModelText::encode_chat(const nlohmann::json& messages, const nlohmann::json& kwargs) const {
-  auto prompt = render(messages, kwargs);
+Expected<std::vector<int32_t>> ModelText::encode_chat(const nlohmann::json& messages, const nlohmann::json& kwargs,
+                                                      const RenderLimits& limits, size_t max_ids) const {
+  auto prompt = render(messages, kwargs, limits);
   if (!prompt.ok()) return prompt.error();
-  return encode(*prompt, false);
+  return encode(*prompt, false, max_ids);
 }
 
 }  // namespace lockstep

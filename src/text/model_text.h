@@ -2,6 +2,7 @@
 // (tokenizer_config.json), each optional. A folder without them still serves token ids.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,12 +31,17 @@ class ModelText {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
   // Text to ids. add_special_tokens: what the folder's post-processor adds (a BOS for Llama).
-  [[nodiscard]] Expected<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens) const;
+  // Past `max_ids` ids the encoding stops (Tokenizer::encode): a longer result is a prefix.
+  [[nodiscard]] Expected<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens,
+                                                      size_t max_ids = SIZE_MAX) const;
   // The chat prompt for `messages` (an array of {role, content}), ready to generate from.
-  [[nodiscard]] Expected<std::string> render(const nlohmann::json& messages, const nlohmann::json& kwargs) const;
-  // The chat prompt's ids: rendered, then encoded without extra special tokens.
+  [[nodiscard]] Expected<std::string> render(const nlohmann::json& messages, const nlohmann::json& kwargs,
+                                             const RenderLimits& limits = {}) const;
+  // The chat prompt's ids: rendered, then encoded without extra special tokens (up to max_ids).
   [[nodiscard]] Expected<std::vector<int32_t>> encode_chat(const nlohmann::json& messages,
-                                                           const nlohmann::json& kwargs) const;
+                                                           const nlohmann::json& kwargs,
+                                                           const RenderLimits& limits = {},
+                                                           size_t max_ids = SIZE_MAX) const;
 
  private:
   std::shared_ptr<Tokenizer> tokenizer_;

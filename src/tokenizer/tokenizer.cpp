@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <unordered_set>
 
@@ -135,6 +136,10 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::build(const nlohmann::json& json
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return encode(text, add_special_tokens, SIZE_MAX);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens, size_t max_ids) const {
   std::string repaired;
   if (!utf8_is_valid(text)) {
     repaired = utf8_lossy(text);
@@ -147,12 +152,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   bool raw_at_start = false;
   std::string_view normalized_text;
   auto encode_normalized = [&](std::string_view piece, int32_t id) {
+    if (ids.size() > max_ids) return;
     if (id >= 0)
       ids.push_back(id);
     else
-      encode_plain(piece, raw_at_start && piece.data() == normalized_text.data(), scratch, ids);
+      encode_plain(piece, raw_at_start && piece.data() == normalized_text.data(), scratch, ids, max_ids);
   };
   auto encode_raw = [&](std::string_view piece, int32_t id) {
+    if (ids.size() > max_ids) return;
     if (id >= 0) {
       ids.push_back(id);
       return;
@@ -167,7 +174,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     if (normalized_added_)
       normalized_added_->split(piece, encode_normalized);
     else
-      encode_plain(piece, raw_at_start, scratch, ids);
+      encode_plain(piece, raw_at_start, scratch, ids, max_ids);
   };
   if (raw_added_)
     raw_added_->split(text, encode_raw);
@@ -177,8 +184,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 }
 
 void Tokenizer::encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
-                             std::vector<int32_t>& ids) const {
+                             std::vector<int32_t>& ids, size_t max_ids) const {
   auto encode_word = [&](std::string_view word) {
+    if (ids.size() > max_ids) return;  // over the limit: the rest of the split is skipped
     if (word.size() > EncodeScratch::kLongestCachedWord) {
       model_->tokenize(word, scratch.workspace, ids);
       return;

@@ -43,6 +43,10 @@ class Tokenizer {
   // valid UTF-8 is encoded as if each ill-formed sequence were U+FFFD. Roughly linear in the
   // input, including long words and long runs of one character.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  // As encode(), but stops early once the ids number more than `max_ids`: a result of up to
+  // max_ids ids is the whole encoding; a longer one is only a prefix, enough to refuse the text.
+  // For prompts that must fit a context: an over-long text costs little more than max_ids ids.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, size_t max_ids) const;
 
   // The text of `ids`, as Hugging Face's decode(ids, skip_special_tokens). Ids outside the
   // vocabulary are skipped (as there).
@@ -71,7 +75,7 @@ class Tokenizer {
   // Pre-tokenizes and encodes normalized text that holds no added token. `at_input_start`: the
   // text begins the input.
   void encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
-                    std::vector<int32_t>& ids) const;
+                    std::vector<int32_t>& ids, size_t max_ids) const;
 
   std::unique_ptr<tokenizer::Normalizer> normalizer_;      // null: none
   std::unique_ptr<tokenizer::PreTokenizer> pre_tokenizer_;  // null: none
