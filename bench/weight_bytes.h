@@ -29,6 +29,7 @@ class WeightBytes final : public Backend {
 
   std::string_view name() const override { return inner_.name(); }
   OwnedTensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, shape); }
+  double free_memory() override { return inner_.free_memory(); }
   void upload(const Tensor& dst, const void* src) override { inner_.upload(dst, src); }
   void download(void* dst, const Tensor& src) override { inner_.download(dst, src); }
   void synchronize() override { inner_.synchronize(); }

@@ -293,5 +293,23 @@ TEST_F(CliModelErrorTest, HiddenSizeDisagreeingWithWeightsNamesTheTensor) {
   expect_one_line_error(generate(), "tensor 'model.embed_tokens.weight' has shape [512, 128], expected [512, 96]");
 }
 
+// Each of these ended in std::bad_alloc and exit 134 before memory was planned.
+TEST_F(CliModelErrorTest, AKvPoolPastMemoryIsRefusedBeforeLoading) {
+  config["max_position_embeddings"] = 16777216;
+  write("config.json", config.dump());
+  write("model.safetensors", weights);
+  CommandResult result =
+      run_lockstep({"serve", "--model", dir->path(), "--parallel", "1024", "--context", "16777216", "--port", "0"});
+  expect_one_line_error(result, "need 12.0 TiB, and the cpu backend has");
+  expect_one_line_error(result, "Lower --parallel or --context");
+}
+
+TEST_F(CliModelErrorTest, WeightsPastMemoryAreRefused) {
+  config["hidden_size"] = 1000000000;
+  write("config.json", config.dump());
+  CommandResult result = run_lockstep({"generate", "--model", dir->path(), "--dummy-weights", "--tokens", "1", "--threads", "1"});
+  expect_one_line_error(result, "tensor 'model.embed_tokens.weight' [512, 1000000000] needs");
+}
+
 }  // namespace
 }  // namespace lockstep

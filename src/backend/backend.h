@@ -8,6 +8,8 @@
 #pragma once
 
 #include <memory>
+#include <new>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,14 +93,32 @@ struct MoeRouting {
   float scale = 1.0f;        // then multiply by this
 };
 
+// An allocation a backend refused before making it: it would not fit in the memory the backend
+// has. Loading a model turns it into one error that says how much was asked and how much
+// there is (models/registry.h).
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+// "1.5 GiB", "312.0 MiB": a byte count for people.
+std::string format_bytes(double bytes);
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
   // Memory. alloc'd memory is uninitialised. upload copies dst.bytes() from host memory;
-  // download waits for pending ops, then copies src.bytes() to host memory.
+  // download waits for pending ops, then copies src.bytes() to host memory. alloc throws
+  // OutOfMemory, before allocating, for a tensor the backend's memory cannot hold.
   virtual OwnedTensor alloc(DType dtype, Shape shape) = 0;
+  // Bytes the backend could still allocate (an estimate: for plans, before allocating).
+  virtual double free_memory() = 0;
   virtual void upload(const Tensor& dst, const void* src) = 0;
   virtual void download(void* dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
@@ -219,6 +239,10 @@ class Backend {
  protected:
   friend class OwnedTensor;
   virtual void release(const Tensor& tensor) = 0;
+  // Throws OutOfMemory unless `bytes` more fit in `available` (what the backend still has).
+  void check_room(size_t bytes, const Shape& shape, double available) const;
+
+  double allocated_bytes_ = 0;  // by alloc(), less what was released
 };
 
 }  // namespace lockstep

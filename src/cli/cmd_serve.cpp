@@ -74,7 +74,7 @@ int run_serve(const ServeFlags& flags) {
   if (flags.prompt_cache_gib_given)
     return fail("--prompt-cache-gib: the prompt cache is not built yet; leave the flag out");
   // The KV pool: --parallel streams of the full context, each reserved at admission.
-  options.kv_pages = int32_t(flags.parallel * ((model_flags.context + options.page_size - 1) / options.page_size));
+  options.kv_sequences = flags.parallel;
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});

@@ -1,5 +1,6 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <new>
 #include <vector>
 
 #include "cli/commands.h"
@@ -26,7 +27,13 @@ int main(int argc, char** argv) {
     std::cerr << "lockstep: error: " << error.what() << "\n";
     return 2;
   }
-  for (const auto& command : commands)
-    if (command.parsed_by->parsed()) return command.run();
+  try {
+    for (const auto& command : commands)
+      if (command.parsed_by->parsed()) return command.run();
+  } catch (const std::bad_alloc& e) {
+    // Models plan their memory at load; this is the net under everything else.
+    std::cerr << "lockstep: error: out of memory (" << e.what() << ")\n";
+    return 1;
+  }
   return 2;
 }

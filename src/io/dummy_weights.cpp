@@ -3,6 +3,8 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -42,7 +44,14 @@ Expected<TensorInfo> DummyWeights::get(const std::string& name, const Shape& exp
   info.dtype = matrix ? DType::bf16 : DType::f32;
   info.file = "dummy weights";
   info.bytes = size_t(n) * dtype_size(info.dtype);
-  last_.resize(info.bytes);
+  try {
+    last_.resize(info.bytes);
+  } catch (const std::bad_alloc&) {
+    return Error{"dummy weights: tensor '" + name + "' " + expected.to_string() + " needs " + std::to_string(info.bytes) +
+                 " bytes of host memory, more than there is"};
+  } catch (const std::length_error&) {
+    return Error{"dummy weights: tensor '" + name + "' " + expected.to_string() + " is too large"};
+  }
   info.data = last_.data();
 
   // Constant vectors by role.

@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+#include <climits>
 #include <vector>
 
 namespace lockstep {
@@ -10,13 +12,31 @@ Status Model::check_context(const ModelOptions& options, int64_t config_max_posi
                     std::to_string(config_max_positions) + " positions (max_position_embeddings)");
 }
 
+Status Model::check_cache_fits(Backend& backend, const ModelOptions& options, int64_t config_max_positions,
+                               double kv_bytes_per_position, double state_bytes_per_slot) {
+  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
+  const double pages = options.kv_pages > 0
+                           ? double(options.kv_pages)
+                           : double(std::max(options.kv_sequences, 1)) * double((context + options.page_size - 1) / options.page_size);
+  const double kv = pages * double(options.page_size) * kv_bytes_per_position;
+  const double state = double(std::max(options.state_slots, 0)) * state_bytes_per_slot;
+  const double free = backend.free_memory();
+  if (kv + state <= free) return Status::success();
+  return make_error("the KV cache (" + format_bytes(kv) + " for " + std::to_string(std::max(options.kv_sequences, 1)) +
+                    " sequences of " + std::to_string(context) + " positions) and state slots (" + format_bytes(state) +
+                    ") need " + format_bytes(kv + state) + ", and the " + std::string(backend.name()) + " backend has " +
+                    format_bytes(std::max(free, 0.0)) + " free. Lower --parallel or --context");
+}
+
 int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {
   const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
   const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
   info_.page_size = options.page_size;
   info_.max_context = max_pages * options.page_size;
   info_.max_rows = options.max_rows;
-  info_.kv_pages = options.kv_pages > 0 ? options.kv_pages : int32_t(max_pages);
+  // Past INT32_MAX pages the pool could never be allocated: the cache's alloc refuses it.
+  const int64_t pages = options.kv_pages > 0 ? options.kv_pages : int64_t(std::max(options.kv_sequences, 1)) * max_pages;
+  info_.kv_pages = int32_t(std::min<int64_t>(pages, INT32_MAX));
   return max_pages;
 }
 

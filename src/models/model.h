@@ -17,7 +17,8 @@ struct ModelOptions {
   int64_t max_rows = 256;    // rows one forward pass takes (a fill chunk, or a round)
   int64_t max_context = 0;   // 0: the config's max_position_embeddings
   int32_t page_size = 16;    // positions per KV page, a power of two dividing kAttentionSplit
-  int32_t kv_pages = 0;      // 0: enough for one sequence of max_context
+  int32_t kv_pages = 0;      // 0: enough for kv_sequences sequences of max_context
+  int32_t kv_sequences = 1;
   int32_t state_slots = 1;   // recurrent-state slots, for models that keep such state
 };
 
@@ -40,6 +41,12 @@ class Model {
   // Refuses a context past the config's max_position_embeddings (the model was not trained
   // there), before any weight is loaded.
   [[nodiscard]] static Status check_context(const ModelOptions& options, int64_t config_max_positions);
+  // Refuses, before anything is allocated, a KV pool and state slots that the backend's free
+  // memory cannot hold: `kv_bytes_per_position` over every layer, `state_bytes_per_slot` over
+  // every layer. The error says how much was needed and how much there is.
+  [[nodiscard]] static Status check_cache_fits(Backend& backend, const ModelOptions& options,
+                                               int64_t config_max_positions, double kv_bytes_per_position,
+                                               double state_bytes_per_slot);
   // Sets info_'s rows, context and KV pool from the options (the context defaults to the
   // config's max_positions); returns the page-table width, context / page_size.
   int64_t plan_memory(const ModelOptions& options, int64_t config_max_positions);

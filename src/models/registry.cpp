@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 #include <filesystem>
+#include <new>
 
 #include "io/dummy_weights.h"
 #include "io/json_file.h"
@@ -76,7 +77,14 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
     if (!checkpoint.ok()) return checkpoint.error();
     weights = std::move(*checkpoint);
   }
-  auto model = create_model(*config, *weights, backend, options);
+  Expected<std::unique_ptr<Model>> model = make_error("");
+  try {
+    model = create_model(*config, *weights, backend, options);
+  } catch (const std::bad_alloc& e) {
+    // Everything allocated so far was freed on the way here.
+    return make_error(std::string("not enough memory for this model: ") + e.what() +
+                      ". Lower --parallel or --context, or use a smaller model");
+  }
   if (!model.ok()) return model.error();
   fs::path generation = fs::path(dir) / "generation_config.json";
   if (fs::exists(generation)) {

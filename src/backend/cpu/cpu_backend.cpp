@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -8,17 +10,58 @@ namespace lockstep {
 
 CpuBackend::CpuBackend(int threads, std::string_view isa) : pool_(threads), matmul_(cpu::select_matmul_kernels(isa)) {}
 
+namespace {
+
+// What this process may still take: MemAvailable, capped by a cgroup v2 memory.max.
+double available_host_bytes() {
+  double available = 0;
+  if (std::FILE* file = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), file))
+      if (std::strncmp(line, "MemAvailable:", 13) == 0) available = std::strtod(line + 13, nullptr) * 1024;
+    std::fclose(file);
+  }
+  auto read_number = [](const char* path) -> double {
+    std::FILE* file = std::fopen(path, "r");
+    if (!file) return -1;
+    char text[64] = {};
+    bool got = std::fgets(text, sizeof(text), file) != nullptr;
+    std::fclose(file);
+    if (!got || std::strncmp(text, "max", 3) == 0) return -1;
+    return std::strtod(text, nullptr);
+  };
+  double limit = read_number("/sys/fs/cgroup/memory.max");
+  double used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0) available = available > 0 ? std::min(available, limit - used) : limit - used;
+  return available > 0 ? available : 1e300;  // unknown: let malloc decide
+}
+
+}  // namespace
+
 OwnedTensor CpuBackend::alloc(DType dtype, Shape shape) {
   Tensor view;
   view.dtype = dtype;
   view.shape = shape;
   size_t bytes = (std::max<size_t>(view.bytes(), 1) + 63) / 64 * 64;
+  // Memory is promised at malloc and taken when first written, so what is free now, less what
+  // this backend already holds (perhaps not yet written), is what there is.
+  check_room(bytes, shape, free_memory());
   view.data = std::aligned_alloc(64, bytes);
-  if (!view.data) throw std::bad_alloc();
+  if (!view.data) throw OutOfMemory("the cpu backend could not allocate " + format_bytes(double(bytes)) + " for a tensor " +
+                                    shape.to_string());
+  allocated_bytes_ += double(bytes);
   return OwnedTensor(this, view);
 }
 
-void CpuBackend::release(const Tensor& tensor) { std::free(tensor.data); }
+double CpuBackend::free_memory() {
+  if (host_budget_ < 0) host_budget_ = available_host_bytes();
+  return host_budget_ - allocated_bytes_;
+}
+
+void CpuBackend::release(const Tensor& tensor) {
+  allocated_bytes_ -= double((std::max<size_t>(tensor.bytes(), 1) + 63) / 64 * 64);
+  std::free(tensor.data);
+}
 
 void CpuBackend::upload(const Tensor& dst, const void* src) { std::memcpy(dst.data, src, dst.bytes()); }
 

@@ -26,6 +26,7 @@ class CpuBackend final : public Backend {
   ThreadPool& pool() { return pool_; }
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
+  double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
   void synchronize() override {}
@@ -60,6 +61,7 @@ class CpuBackend final : public Backend {
   void release(const Tensor& tensor) override;
 
  private:
+  double host_budget_ = -1;  // host memory free at the first alloc (-1: not yet read)
   ThreadPool pool_;
   cpu::MatmulKernels matmul_;
   // MoE workspaces: grow to the largest pass seen, then stay.

@@ -72,12 +72,21 @@ OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
   view.dtype = dtype;
   view.shape = shape;
   size_t bytes = view.bytes();
+  check_room(bytes, shape, free_memory());
   // Every allocation is 256-byte aligned and at least 16 bytes, so vector loads stay in bounds.
   LOCKSTEP_CUDA(cudaMalloc(&view.data, bytes < 16 ? 16 : bytes));
+  allocated_bytes_ += double(bytes);
   return OwnedTensor(this, view);
 }
 
+double CudaBackend::free_memory() {
+  size_t free_bytes = 0, total_bytes = 0;
+  LOCKSTEP_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return double(free_bytes);
+}
+
 void CudaBackend::release(const Tensor& tensor) {
+  allocated_bytes_ -= double(tensor.bytes());
   context_->launches.flush();
   context_->packed_weights.erase(tensor.data);
   // cudaFree waits for the device, so no launched op still reads the memory.

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   bool use_relaxed_matmul(std::string* why);
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
+  double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
   void synchronize() override;

@@ -19,6 +19,9 @@ Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, 
   auto config = parse_llama_config(json);
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
+  // f32 K and V per layer.
+  const double kv_per_position = 2.0 * 4 * double(config->layers) * double(config->kv_heads * config->head_dim);
+  LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_per_position, 0));
   std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();

@@ -19,6 +19,12 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   auto config = parse_nemotron_config(json);
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
+  const NemotronConfig& c = *config;
+  // f32 K and V per attention layer; f32 conv and SSM state per Mamba layer.
+  const double kv_per_position = 2.0 * 4 * double(c.count(LayerKind::attention)) * double(c.kv_heads * c.head_dim);
+  const double state_per_slot = 4.0 * double(c.count(LayerKind::mamba)) *
+                                double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
+  LOCKSTEP_TRY(check_cache_fits(backend, options, c.max_positions, kv_per_position, state_per_slot));
   std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
