@@ -163,6 +163,9 @@ TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
       {R"({"prompt": [1, 2], "n": 2})", 400, "n"},
       {R"({"prompt": [1, 2], "logprobs": 21})", 400, "logprobs"},
       {R"({"prompt": [1, 2], "stop": 5})", 400, "stop"},
+      // Found by the fuzzers: wrong types that once made a 500.
+      {R"({"prompt": [1, 2], "stream_options": {"include_usage": 1}})", 400, "include_usage"},
+      {R"({"prompt": [1, 2], "stream_options": {"include_usage": true, "x": 1}})", 400, "stream_options.x"},
       {R"({"prompt": "text, but this folder has no tokenizer"})", 400, "tokenizer"},
       {R"([1, 2, 3])", 400, "object"},
       {"{\"prompt\": [" + std::string(5000, '1') + "]}", 413, ""},

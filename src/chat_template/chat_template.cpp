@@ -59,7 +59,8 @@ Expected<ChatSettings> load_chat_settings(const std::string& tokenizer_config_pa
     source = found->get<std::string>();
   } else if (found->is_array()) {
     for (const auto& named : *found) {
-      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+      auto name = named.is_object() ? named.find("name") : named.end();
+      if (named.is_object() && name != named.end() && *name == "default" && named.contains("template") &&
           named["template"].is_string())
         source = named["template"].get<std::string>();
     }

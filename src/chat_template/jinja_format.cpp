@@ -157,17 +157,24 @@ Expected<std::string> percent_format(const std::string& format, const Value& arg
       else
         break;
     }
+    // A width or precision: digits, or '*' for the next argument. Past the text limit it fails
+    // (limit_text), before any int could overflow.
     auto number = [&](int& target) -> Status {
       if (i < format.size() && format[i] == '*') {
         ++i;
         LOCKSTEP_JINJA_ASSIGN(Value count, next_arg());
         if (!count.is_int()) return Error{"* wants int"};
-        target = static_cast<int>(count.as_int());
+        const int64_t value = count.as_int();
+        limit_text(size_t(value < 0 ? -(value + 1) : value));
+        target = static_cast<int>(value);
         return Status();
       }
-      target = 0;
-      while (i < format.size() && format[i] >= '0' && format[i] <= '9')
-        target = target * 10 + (format[i++] - '0');
+      int64_t value = 0;
+      while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
+        value = value * 10 + (format[i++] - '0');
+        limit_text(size_t(value));
+      }
+      target = static_cast<int>(value);
       return Status();
     };
     LOCKSTEP_TRY(number(spec.width));

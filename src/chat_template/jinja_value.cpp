@@ -317,8 +317,9 @@ Expected<std::vector<Value>> bind_args(const std::string& function, const CallAr
   std::vector<std::optional<Value>> bound(params.size());
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = args.positional[i];
   for (const auto& [name, value] : args.keywords) {
-    auto param =
-        std::find_if(params.begin(), params.end(), [&](const Param& p) { return p.name == name; });
+    // An init-capture: clang before 16 cannot capture a structured binding (the fuzz build).
+    auto param = std::find_if(params.begin(), params.end(),
+                              [&name = name](const Param& p) { return p.name == name; });
     if (param == params.end())
       return Error{function + "() got an unexpected keyword argument '" + name + "'"};
     size_t index = static_cast<size_t>(param - params.begin());

@@ -35,7 +35,8 @@ std::optional<std::string> content_text(const nlohmann::json& content) {
   if (!content.is_array()) return std::nullopt;
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       return std::nullopt;
     text += part["text"].get<std::string>();
   }
@@ -120,9 +121,10 @@ std::string error_body(const RequestError& error) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& text, bool chat,
-                                                                      const RequestContext& context,
-                                                                      const std::function<bool()>& cancelled) {
+namespace {
+
+std::variant<CompletionRequest, RequestError> parse_body(const std::string& text, bool chat, const RequestContext& context,
+                                                         const std::function<bool()>& cancelled) {
   nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
   if (body.is_discarded()) return bad("the body is not valid JSON");
   if (!body.is_object()) return bad("the body must be a JSON object");
@@ -165,7 +167,13 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
   if (error) return *error;
   if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
     if (!options->is_object()) return bad("'stream_options' must be an object", "stream_options");
-    out.include_usage = options->value("include_usage", false);
+    for (auto& [key, value] : options->items()) {
+      if (key != "include_usage")
+        return bad("'stream_options." + key + "' is not supported (only include_usage)", "stream_options");
+      if (!value.is_null() && !value.is_boolean())
+        return bad("'stream_options.include_usage' must be a boolean", "stream_options");
+      out.include_usage = value.is_boolean() && value.get<bool>();
+    }
   }
   if (auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
     if (stop->is_string()) out.stop.push_back(stop->get<std::string>());
@@ -204,6 +212,19 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(const std
                    std::to_string(context.info->max_context),
                "max_tokens");
   return out;
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, RequestError> parse_completion_request(const std::string& text, bool chat,
+                                                                      const RequestContext& context,
+                                                                      const std::function<bool()>& cancelled) {
+  try {
+    return parse_body(text, chat, context, cancelled);
+  } catch (const nlohmann::json::exception& error) {
+    // A field of a type no check above expected: still the client's error, never a 500.
+    return bad(std::string("a field has the wrong type: ") + error.what());
+  }
 }
 
 }  // namespace lockstep

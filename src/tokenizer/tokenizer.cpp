@@ -34,7 +34,11 @@ Error in_file(const std::string& path, const Error& error) {
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& tokenizer_json_path) {
   Expected<nlohmann::json> read = read_json_file(tokenizer_json_path);
   if (!read.ok()) return read.error();
-  return build(*read, tokenizer_json_path);
+  try {
+    return build(*read, tokenizer_json_path);
+  } catch (const nlohmann::json::exception& error) {  // a field of a type no check expected
+    return Error{tokenizer_json_path + ": " + error.what()};
+  }
 }
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::load_folder(const std::string& dir,
@@ -43,7 +47,17 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::load_folder(const std::string& d
   const std::string path = (fs::path(dir) / "tokenizer.json").string();
   Expected<nlohmann::json> json = read_json_file(path);
   if (!json.ok()) return json.error();
-  if (tokenizer_json_only) return build(*json, path);
+  try {
+    return build_folder(dir, *json, path, tokenizer_json_only);
+  } catch (const nlohmann::json::exception& error) {  // a field of a type no check expected
+    return Error{dir + ": " + error.what()};
+  }
+}
+
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::build_folder(const std::string& dir, nlohmann::json json,
+                                                             const std::string& path, bool tokenizer_json_only) {
+  namespace fs = std::filesystem;
+  if (tokenizer_json_only) return build(json, path);
   // The files AutoTokenizer reads besides tokenizer.json; either may be absent.
   auto optional_json = [&](const char* name) -> Expected<nlohmann::json> {
     fs::path file = fs::path(dir) / name;
@@ -54,9 +68,9 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::load_folder(const std::string& d
   if (!tokenizer_config.ok()) return tokenizer_config.error();
   Expected<nlohmann::json> model_config = optional_json("config.json");
   if (!model_config.ok()) return model_config.error();
-  Status rebuilt = tokenizer::rebuild_as_transformers(*json, *tokenizer_config, *model_config);
+  Status rebuilt = tokenizer::rebuild_as_transformers(json, *tokenizer_config, *model_config);
   if (!rebuilt.ok()) return Error{dir + ": " + rebuilt.error().message};
-  return build(*json, path);
+  return build(json, path);
 }
 
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::build(const nlohmann::json& json,

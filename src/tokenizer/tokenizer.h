@@ -71,6 +71,10 @@ class Tokenizer {
   // Builds from a parsed tokenizer.json; `path` names it in errors.
   [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> build(const nlohmann::json& json,
                                                                   const std::string& path);
+  // load_folder after reading tokenizer.json: the transformers rebuild, then build().
+  [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> build_folder(const std::string& dir, nlohmann::json json,
+                                                                         const std::string& path,
+                                                                         bool tokenizer_json_only);
   struct EncodeScratch;
   // Pre-tokenizes and encodes normalized text that holds no added token. `at_input_start`: the
   // text begins the input.

@@ -33,7 +33,8 @@ Expected<LlamaConfig> parse_llama_config(const nlohmann::json& json) {
   if (!head_dim.ok()) return head_dim.error();
   c.head_dim = *head_dim;
   if (c.heads % c.kv_heads != 0) return make_error("num_attention_heads must be a multiple of num_key_value_heads");
-  if (c.head_dim % 2 != 0 || c.head_dim > 512) return make_error("head_dim must be even and at most 512");
+  if (c.head_dim < 2 || c.head_dim % 2 != 0 || c.head_dim > 512)
+    return make_error("head_dim must be even, from 2 to 512 (hidden_size / num_attention_heads when absent)");
 
   auto eps = config_number(json, "rms_norm_eps", 1e-6);
   auto tied = config_bool(json, "tie_word_embeddings", false);

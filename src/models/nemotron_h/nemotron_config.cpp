@@ -113,8 +113,8 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
     return make_error("mamba_hidden_act must be silu");
   if (json.contains("moe_latent_size") && !json["moe_latent_size"].is_null())
     return make_error("moe_latent_size (latent MoE projections) is not supported yet");
-  if (has_attention && (c.kv_heads < 1 || c.heads % c.kv_heads != 0 || c.head_dim > 512))
-    return make_error("num_attention_heads must be a multiple of num_key_value_heads, head_dim at most 512");
+  if (has_attention && (c.kv_heads < 1 || c.heads % c.kv_heads != 0 || c.head_dim < 1 || c.head_dim > 512))
+    return make_error("num_attention_heads must be a multiple of num_key_value_heads, head_dim from 1 to 512");
   if (has_mamba && (c.groups < 1 || c.mamba_heads % c.groups != 0 || c.conv_kernel < 2 || c.conv_kernel > 16))
     return make_error("mamba_num_heads must be a multiple of n_groups; conv_kernel in [2, 16]");
   if (has_moe && (c.top_k > c.experts || c.expert_groups < 1 || c.experts % c.expert_groups != 0 ||
