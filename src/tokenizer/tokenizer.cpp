@@ -149,6 +149,14 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::build(const nlohmann::json& json
   return tokenizer;
 }
 
+namespace {
+
+// Thrown by encode(text, special, max_ids)'s callbacks once the ids number more than max_ids:
+// it ends the splitting of the rest of the text, not just the tokenizing of it.
+struct EnoughIds {};
+
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   return encode(text, add_special_tokens, SIZE_MAX);
 }
@@ -166,14 +174,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   bool raw_at_start = false;
   std::string_view normalized_text;
   auto encode_normalized = [&](std::string_view piece, int32_t id) {
-    if (ids.size() > max_ids) return;
+    if (ids.size() > max_ids) throw EnoughIds{};
     if (id >= 0)
       ids.push_back(id);
     else
       encode_plain(piece, raw_at_start && piece.data() == normalized_text.data(), scratch, ids, max_ids);
   };
   auto encode_raw = [&](std::string_view piece, int32_t id) {
-    if (ids.size() > max_ids) return;
+    if (ids.size() > max_ids) throw EnoughIds{};
     if (id >= 0) {
       ids.push_back(id);
       return;
@@ -190,17 +198,21 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     else
       encode_plain(piece, raw_at_start, scratch, ids, max_ids);
   };
-  if (raw_added_)
-    raw_added_->split(text, encode_raw);
-  else
-    encode_raw(text, -1);
+  try {
+    if (raw_added_)
+      raw_added_->split(text, encode_raw);
+    else
+      encode_raw(text, -1);
+  } catch (const EnoughIds&) {
+    // More than max_ids ids: the rest of the text is left alone.
+  }
   return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;
 }
 
 void Tokenizer::encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
                              std::vector<int32_t>& ids, size_t max_ids) const {
   auto encode_word = [&](std::string_view word) {
-    if (ids.size() > max_ids) return;  // over the limit: the rest of the split is skipped
+    if (ids.size() > max_ids) throw EnoughIds{};  // over the limit: the split stops here
     if (word.size() > EncodeScratch::kLongestCachedWord) {
       model_->tokenize(word, scratch.workspace, ids);
       return;

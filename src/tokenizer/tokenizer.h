@@ -45,8 +45,9 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
   // As encode(), but stops early once the ids number more than `max_ids`: a result of up to
   // max_ids ids is the whole encoding; a longer one is only a prefix, enough to refuse the text.
-  // For prompts that must fit a context: past max_ids no more words go through BPE (the text is
-  // still normalized and pre-tokenized whole, and a word is tokenized whole).
+  // For prompts that must fit a context: past max_ids the text is split and tokenized no further
+  // (it is still normalized whole, and a word is tokenized whole: a tokenizer without a
+  // pre-tokenizer, whose one word is the text, gains nothing).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, size_t max_ids) const;
 
   // The text of `ids`, as Hugging Face's decode(ids, skip_special_tokens). Ids outside the
