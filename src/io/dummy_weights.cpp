@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace lockstep {
@@ -44,6 +45,12 @@ Expected<TensorInfo> DummyWeights::get(const std::string& name, const Shape& exp
   info.dtype = matrix ? DType::bf16 : DType::f32;
   info.file = "dummy weights";
   info.bytes = size_t(n) * dtype_size(info.dtype);
+  // More than the machine's memory is refused before asking for it (a sanitizer's allocator
+  // aborts rather than throw).
+  const double physical = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (physical > 0 && double(info.bytes) > physical)
+    return Error{"dummy weights: tensor '" + name + "' " + expected.to_string() + " needs " + std::to_string(info.bytes) +
+                 " bytes of host memory, more than the machine has"};
   try {
     last_.resize(info.bytes);
   } catch (const std::bad_alloc&) {
