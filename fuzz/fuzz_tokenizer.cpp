@@ -67,11 +67,10 @@ void check_encoding(const Tokenizer& tokenizer, std::string_view text, size_t ma
     if (id < 0 || id >= tokenizer.vocab_size() || !tokenizer.id_to_token(id))
       fail("encode gave id " + std::to_string(id) + ", which has no token");
   if (tokenizer.encode(utf8_lossy(text)) != ids) fail("ill-formed UTF-8 is not encoded as U+FFFD");
-  std::vector<int32_t> limited = tokenizer.encode(text, false, max_ids);
-  const bool whole = limited.size() <= max_ids;
-  if (whole ? limited != ids
-            : limited.size() > ids.size() || !std::equal(limited.begin(), limited.end(), ids.begin()))
-    fail("encode stopped at " + std::to_string(max_ids) + " ids is not a prefix of the whole encoding");
+  std::optional<std::vector<int32_t>> within = tokenizer.encode_within(text, false, max_ids);
+  if (ids.size() <= max_ids ? within != ids : within.has_value())
+    fail("encode_within " + std::to_string(max_ids) + " ids disagrees with the whole encoding's " +
+         std::to_string(ids.size()));
   (void)tokenizer.encode(text, true);
   const std::vector<int32_t> head(ids.begin(), ids.begin() + long(std::min(ids.size(), kStreamedIds)));
   for (bool skip_special : {false, true}) {

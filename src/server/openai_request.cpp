@@ -43,9 +43,8 @@ std::optional<std::string> content_text(const nlohmann::json& content) {
   return text;
 }
 
-// A prompt encoded as far as `max_ids` ids: more ids than that means more than the context holds.
-std::optional<RequestError> over_context(size_t ids, int64_t max_context, const char* field) {
-  if (int64_t(ids) <= max_context) return std::nullopt;
+// The refusal of a prompt with more ids than the context holds.
+RequestError over_context(int64_t max_context, const char* field) {
   return bad("the prompt has more than " + std::to_string(max_context) + " tokens; the context holds " +
                  std::to_string(max_context) + ", including at least one generated token",
              field);
@@ -77,20 +76,20 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
     }
     RenderLimits limits;
     limits.cancelled = cancelled;
-    auto ids = text.encode_chat(normalised, kwargs, limits, max_ids);
+    auto ids = text.encode_chat_within(normalised, kwargs, limits, max_ids);
     if (!ids.ok()) return bad(ids.error().message, "messages");
-    if (auto error = over_context(ids->size(), context.info->max_context, "messages")) return error;
-    out.generate.prompt = std::move(*ids);
+    if (!*ids) return over_context(context.info->max_context, "messages");
+    out.generate.prompt = std::move(**ids);
     return std::nullopt;
   }
   auto prompt = body.find("prompt");
   if (prompt == body.end() || prompt->is_null()) return bad("'prompt' is required", "prompt");
   if (prompt->is_string()) {
     out.prompt_text = prompt->get<std::string>();
-    auto ids = text.encode(out.prompt_text, true, max_ids);
+    auto ids = text.encode_within(out.prompt_text, true, max_ids);
     if (!ids.ok()) return bad(ids.error().message, "prompt");
-    if (auto error = over_context(ids->size(), context.info->max_context, "prompt")) return error;
-    out.generate.prompt = std::move(*ids);
+    if (!*ids) return over_context(context.info->max_context, "prompt");
+    out.generate.prompt = std::move(**ids);
   } else if (prompt->is_array()) {
     if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, cancelled, out);
     for (const auto& id : *prompt) {

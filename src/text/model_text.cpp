@@ -6,6 +6,14 @@
 
 namespace lockstep {
 
+namespace {
+
+Error no_tokenizer() {
+  return make_error("this model folder has no tokenizer.json: send token ids instead of text");
+}
+
+}  // namespace
+
 Expected<ModelText> ModelText::load(const std::string& dir, ModelTextOptions options) {
   namespace fs = std::filesystem;
   ModelText text;
@@ -27,10 +35,16 @@ Expected<ModelText> ModelText::load(const std::string& dir, ModelTextOptions opt
   return text;
 }
 
-Expected<std::vector<int32_t>> ModelText::encode(const std::string& text, bool add_special_tokens,
-                                                 size_t max_ids) const {
-  if (!tokenizer_) return make_error("this model folder has no tokenizer.json: send token ids instead of text");
-  return tokenizer_->encode(text, add_special_tokens, max_ids);
+Expected<std::vector<int32_t>> ModelText::encode(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) return no_tokenizer();
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
+Expected<std::optional<std::vector<int32_t>>> ModelText::encode_within(const std::string& text,
+                                                                       bool add_special_tokens,
+                                                                       size_t max_ids) const {
+  if (!tokenizer_) return no_tokenizer();
+  return tokenizer_->encode_within(text, add_special_tokens, max_ids);
 }
 
 Expected<std::string> ModelText::render(const nlohmann::json& messages, const nlohmann::json& kwargs,
@@ -40,10 +54,19 @@ Expected<std::string> ModelText::render(const nlohmann::json& messages, const nl
 }
 
 Expected<std::vector<int32_t>> ModelText::encode_chat(const nlohmann::json& messages, const nlohmann::json& kwargs,
-                                                      const RenderLimits& limits, size_t max_ids) const {
+                                                      const RenderLimits& limits) const {
   auto prompt = render(messages, kwargs, limits);
   if (!prompt.ok()) return prompt.error();
-  return encode(*prompt, false, max_ids);
+  return encode(*prompt, false);
+}
+
+Expected<std::optional<std::vector<int32_t>>> ModelText::encode_chat_within(const nlohmann::json& messages,
+                                                                            const nlohmann::json& kwargs,
+                                                                            const RenderLimits& limits,
+                                                                            size_t max_ids) const {
+  auto prompt = render(messages, kwargs, limits);
+  if (!prompt.ok()) return prompt.error();
+  return encode_within(*prompt, false, max_ids);
 }
 
 }  // namespace lockstep

@@ -31,17 +31,24 @@ class ModelText {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
   // Text to ids. add_special_tokens: what the folder's post-processor adds (a BOS for Llama).
-  // Past `max_ids` ids the encoding stops (Tokenizer::encode): a longer result is a prefix.
-  [[nodiscard]] Expected<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens,
-                                                      size_t max_ids = SIZE_MAX) const;
+  [[nodiscard]] Expected<std::vector<int32_t>> encode(const std::string& text, bool add_special_tokens) const;
+  // The ids when they number at most `max_ids`, nullopt when there would be more: found
+  // without encoding all of a long text (Tokenizer::encode_within).
+  [[nodiscard]] Expected<std::optional<std::vector<int32_t>>> encode_within(const std::string& text,
+                                                                            bool add_special_tokens,
+                                                                            size_t max_ids) const;
   // The chat prompt for `messages` (an array of {role, content}), ready to generate from.
   [[nodiscard]] Expected<std::string> render(const nlohmann::json& messages, const nlohmann::json& kwargs,
                                              const RenderLimits& limits = {}) const;
-  // The chat prompt's ids: rendered, then encoded without extra special tokens (up to max_ids).
+  // The chat prompt's ids: rendered, then encoded without extra special tokens.
   [[nodiscard]] Expected<std::vector<int32_t>> encode_chat(const nlohmann::json& messages,
                                                            const nlohmann::json& kwargs,
-                                                           const RenderLimits& limits = {},
-                                                           size_t max_ids = SIZE_MAX) const;
+                                                           const RenderLimits& limits = {}) const;
+  // As encode_chat, within `max_ids` ids as encode_within.
+  [[nodiscard]] Expected<std::optional<std::vector<int32_t>>> encode_chat_within(const nlohmann::json& messages,
+                                                                                 const nlohmann::json& kwargs,
+                                                                                 const RenderLimits& limits,
+                                                                                 size_t max_ids) const;
 
  private:
   std::shared_ptr<Tokenizer> tokenizer_;

@@ -9,7 +9,10 @@ namespace lockstep {
 std::string StreamingDetokenizer::push(int32_t id) {
   std::optional<std::string_view> token = tokenizer_.id_to_token(id);
   if (!token || (skip_special_tokens_ && tokenizer_.is_special(id))) return std::string();
+  // A longer run of byte tokens is held back whole: nothing to decode yet.
+  const bool held = !pending_.empty() && tokenizer_.extends_byte_run(pending_.back(), *token);
   pending_.push_back(*token);
+  if (held) return std::string();
   tokenizer::DecodedText decoded = tokenizer_.decode_tokens(pending_, continuation_);
   std::string fresh = decoded.text.substr(emitted_, decoded.stable_bytes - emitted_);
   emitted_ = decoded.stable_bytes;

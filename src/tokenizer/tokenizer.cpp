@@ -151,23 +151,33 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::build(const nlohmann::json& json
 
 namespace {
 
-// Thrown by encode(text, special, max_ids)'s callbacks once the ids number more than max_ids:
-// it ends the splitting of the rest of the text, not just the tokenizing of it.
+// Thrown by encode_ids's callbacks once the ids are sure to number more than max_ids: it ends
+// the splitting of the rest of the text, not just the tokenizing of it.
 struct EnoughIds {};
 
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  return encode(text, add_special_tokens, SIZE_MAX);
+  std::vector<int32_t> ids;
+  encode_ids(text, SIZE_MAX, ids);
+  return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens, size_t max_ids) const {
+std::optional<std::vector<int32_t>> Tokenizer::encode_within(std::string_view text, bool add_special_tokens,
+                                                             size_t max_ids) const {
+  std::vector<int32_t> ids;
+  if (!encode_ids(text, max_ids, ids)) return std::nullopt;
+  if (add_special_tokens) ids = post_processor_.apply(std::move(ids));
+  if (ids.size() > max_ids) return std::nullopt;
+  return ids;
+}
+
+bool Tokenizer::encode_ids(std::string_view text, size_t max_ids, std::vector<int32_t>& ids) const {
   std::string repaired;
   if (!utf8_is_valid(text)) {
     repaired = utf8_lossy(text);
     text = repaired;
   }
-  std::vector<int32_t> ids;
   EncodeScratch scratch;
   // Whether the piece being encoded begins the input: the splits hand out views, so a piece
   // begins the input when it begins the text it was cut from, and that text did.
@@ -204,15 +214,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     else
       encode_raw(text, -1);
   } catch (const EnoughIds&) {
-    // More than max_ids ids: the rest of the text is left alone.
+    return false;  // more than max_ids ids: the rest of the text is left alone
   }
-  return add_special_tokens ? post_processor_.apply(std::move(ids)) : ids;
+  return ids.size() <= max_ids;
 }
 
 void Tokenizer::encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
                              std::vector<int32_t>& ids, size_t max_ids) const {
+  const size_t longest = model_->longest_token();
   auto encode_word = [&](std::string_view word) {
     if (ids.size() > max_ids) throw EnoughIds{};  // over the limit: the split stops here
+    // A word whose length alone makes too many ids is not tokenized. (Most words are far too
+    // short to be refused, and skip the count.)
+    const size_t room = max_ids - ids.size();
+    if (max_ids != SIZE_MAX && word.size() / longest > room && model_->min_ids(word) > room) throw EnoughIds{};
     if (word.size() > EncodeScratch::kLongestCachedWord) {
       model_->tokenize(word, scratch.workspace, ids);
       return;

@@ -43,12 +43,13 @@ class Tokenizer {
   // valid UTF-8 is encoded as if each ill-formed sequence were U+FFFD. Roughly linear in the
   // input, including long words and long runs of one character.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
-  // As encode(), but stops early once the ids number more than `max_ids`: a result of up to
-  // max_ids ids is the whole encoding; a longer one is only a prefix, enough to refuse the text.
-  // For prompts that must fit a context: past max_ids the text is split and tokenized no further
-  // (it is still normalized whole, and a word is tokenized whole: a tokenizer without a
-  // pre-tokenizer, whose one word is the text, gains nothing).
-  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, size_t max_ids) const;
+  // As encode(), for text that must fit a context: the ids when they number at most `max_ids`
+  // (special tokens included), nullopt when there would be more. Gives up as soon as that is
+  // certain: the text is split and tokenized no further once the ids are too many, and a word
+  // is not tokenized at all when its length alone says it has too many (a word of n bytes has
+  // at least n / longest token ids). The text is still normalized whole.
+  std::optional<std::vector<int32_t>> encode_within(std::string_view text, bool add_special_tokens,
+                                                    size_t max_ids) const;
 
   // The text of `ids`, as Hugging Face's decode(ids, skip_special_tokens). Ids outside the
   // vocabulary are skipped (as there).
@@ -67,6 +68,10 @@ class Tokenizer {
   // StreamingDetokenizer. `continuation`: the tokens follow others already decoded.
   tokenizer::DecodedText decode_tokens(const std::vector<std::string_view>& tokens,
                                   bool continuation) const;
+  // Decoder::extends_byte_run, for StreamingDetokenizer.
+  bool extends_byte_run(std::string_view last, std::string_view token) const {
+    return decoder_.extends_byte_run(last, token);
+  }
 
  private:
   Tokenizer() = default;
@@ -82,6 +87,9 @@ class Tokenizer {
   // text begins the input.
   void encode_plain(std::string_view text, bool at_input_start, EncodeScratch& scratch,
                     std::vector<int32_t>& ids, size_t max_ids) const;
+  // encode() before the post-processor; false, with some of the ids, once they are sure to
+  // number more than max_ids.
+  bool encode_ids(std::string_view text, size_t max_ids, std::vector<int32_t>& ids) const;
 
   std::unique_ptr<tokenizer::Normalizer> normalizer_;      // null: none
   std::unique_ptr<tokenizer::PreTokenizer> pre_tokenizer_;  // null: none

@@ -119,6 +119,8 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::parse(const nlohmann::json& json) 
     }
   }
 
+  for (const auto& [token, id] : model->vocab_) model->longest_token_ = std::max(model->longest_token_, token.size());
+
   if (!json.contains("merges") || !json["merges"].is_array())
     return Error{what + ": \"merges\" is not a list"};
   const nlohmann::json& merges = json["merges"];
@@ -141,6 +143,20 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::parse(const nlohmann::json& json) 
     model->merges_.insert(*left, *right, static_cast<uint32_t>(rank), *merged);
   }
   return model;
+}
+
+size_t BpeModel::min_ids(std::string_view word) const {
+  size_t known = 0;  // bytes of the characters that become tokens of their own bytes
+  for (size_t pos = 0; pos < word.size();) {
+    Utf8Step step = utf8_step(word, pos);
+    std::string_view spelled = word.substr(pos, step.length);
+    pos += step.length;
+    if (char_id(step.code_point, spelled) >= 0 ||
+        (byte_fallback_ && std::all_of(spelled.begin(), spelled.end(),
+                                       [&](char c) { return byte_ids_[static_cast<uint8_t>(c)] >= 0; })))
+      known += spelled.size();
+  }
+  return (known + longest_token_ - 1) / longest_token_;
 }
 
 int32_t BpeModel::char_id(char32_t code_point, std::string_view spelled) const {

@@ -53,6 +53,14 @@ class BpeModel {
 
   const Vocab& vocab() const { return vocab_; }
 
+  // The length of the longest token, in bytes: no id of tokenize() stands for more of a word's
+  // known characters (a merge joins token strings; a byte-fallback token stands for one byte).
+  size_t longest_token() const { return longest_token_; }
+  // At least how many ids tokenize(word) gives, found in one pass without merging: the bytes of
+  // its characters that have tokens (or byte-fallback tokens) over longest_token(). Unknown
+  // characters, dropped or fused into one unk, count for nothing.
+  size_t min_ids(std::string_view word) const;
+
  private:
   // (left id, right id) -> (rank, merged id), open addressing: the merge table is looked up for
   // every adjacent pair, and a flat table is several times faster than std::unordered_map.
@@ -86,6 +94,7 @@ class BpeModel {
   bool ignore_merges_ = false;
   bool byte_fallback_ = false;
   int32_t byte_ids_[256] = {};  // ids of the "<0xXX>" tokens when byte_fallback, else unused
+  size_t longest_token_ = 1;
 };
 
 }  // namespace lockstep::tokenizer

@@ -139,6 +139,23 @@ DecodedText Decoder::decode(const std::vector<std::string_view>& tokens, bool co
   return decoded;
 }
 
+bool Decoder::extends_byte_run(std::string_view last, std::string_view token) const {
+  if (join_with_spaces_) return false;
+  // ByteLevel rebuilds the pieces from bytes, open or not; only Replace may come before
+  // ByteFallback (and change what the tokens are spelled as by then).
+  for (const Step& step : steps_)
+    if (step.kind == Kind::kByteLevel) return false;
+  std::string last_text(last), token_text(token);
+  for (const Step& step : steps_) {
+    if (step.kind == Kind::kByteFallback)
+      return byte_token_value(last_text) >= 0 && byte_token_value(token_text) >= 0;
+    if (step.kind != Kind::kReplace) return false;
+    last_text = step.replacement->apply(last_text);
+    token_text = step.replacement->apply(token_text);
+  }
+  return false;
+}
+
 void Decoder::byte_level(std::vector<Piece>& pieces) {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   std::string bytes;

@@ -34,6 +34,11 @@ class Decoder {
   // Const and thread-safe.
   DecodedText decode(const std::vector<std::string_view>& tokens, bool continuation) const;
 
+  // Whether `token`, decoded right after `last`, only lengthens a run of byte-fallback tokens at
+  // the end: the run stays open, so decoding adds nothing stable. Lets streaming skip decoding
+  // (a long run of byte tokens would otherwise be decoded again at every token).
+  bool extends_byte_run(std::string_view last, std::string_view token) const;
+
  private:
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip };
   struct Step {

@@ -187,6 +187,34 @@ TEST_F(TokenizerLoadTest, ByteFallbackDecodingAndStreaming) {
   EXPECT_EQ(stream.finish(), "\uFFFD");
 }
 
+TEST_F(TokenizerLoadTest, LongByteRunsStreamInLinearTime) {
+  // 30,000 byte tokens in one run (10,000 times 叫): held back whole until a normal token, and
+  // not decoded again at each token (which took seconds under the sanitizers).
+  json vocab = {{"a", 0}, {"<0xE5>", 1}, {"<0x8F>", 2}, {"<0xAB>", 3}, {"▁", 4}};
+  json decoder = {{"type", "Sequence"},
+                  {"decoders",
+                   {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                    {{"type", "ByteFallback"}},
+                    {{"type", "Fuse"}}}}};
+  auto tokenizer = load(with_vocab(vocab, {{"decoder", decoder}}));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  std::vector<int32_t> ids = {4};
+  for (int i = 0; i < 10000; ++i) ids.insert(ids.end(), {1, 2, 3});
+  ids.push_back(0);
+  for (int i = 0; i < 10000; ++i) ids.insert(ids.end(), {1, 2});  // ill-formed: U+FFFD each
+  StreamingDetokenizer stream(**tokenizer);
+  std::string streamed;
+  size_t pushes_with_text = 0;
+  for (int32_t id : ids) {
+    std::string text = stream.push(id);
+    pushes_with_text += !text.empty();
+    streamed += text;
+  }
+  streamed += stream.finish();
+  EXPECT_EQ(streamed, (*tokenizer)->decode(ids));
+  EXPECT_EQ(pushes_with_text, 2u);  // the "▁", then the first run with the "a" that ends it
+}
+
 TEST_F(TokenizerLoadTest, StripDecoderWorksPerToken) {
   // Hugging Face's Strip test: Strip('H', 1, 0) on ["Hey", " friend!", "HHH"].
   json vocab = {{"Hey", 0}, {" friend!", 1}, {"HHH", 2}};
