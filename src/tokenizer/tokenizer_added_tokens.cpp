@@ -28,15 +28,15 @@ Expected<std::vector<AddedToken>> parse_added_tokens(const nlohmann::json& json)
   if (json.is_null()) return tokens;
   if (!json.is_array()) return Error{"added_tokens is not a list"};
   for (const nlohmann::json& entry : json) {
-    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_number_integer() ||
-        !entry.contains("content") || !entry["content"].is_string())
-      return Error{"added_tokens: entry without an integer id and a content: " + entry.dump()};
+    if (!entry.is_object() || !entry.contains("id") || !token_id(entry["id"]) || !entry.contains("content") ||
+        !entry["content"].is_string())
+      return Error{"added_tokens: entry without an id (0 to 2^31-1) and a content: " + entry.dump()};
     std::string what = "added token " + entry["content"].dump();
     LOCKSTEP_TRY(check_keys(entry, what,
                             {"id", "content", "single_word", "lstrip", "rstrip", "normalized",
                              "special"}));
     AddedToken token;
-    token.id = entry["id"].get<int32_t>();
+    token.id = *token_id(entry["id"]);
     token.content = entry["content"].get<std::string>();
     if (token.id < 0) return Error{what + ": negative id"};
     bool* flags[] = {&token.single_word, &token.lstrip, &token.rstrip, &token.normalized,

@@ -49,7 +49,9 @@ Expected<Decoder> Decoder::parse(const nlohmann::json& json) {
     LOCKSTEP_TRY(step_type);
     std::string what = "decoder " + *step_type;
     // After a join only a Strip of leading characters fits: the start of the text is known.
-    const bool leading_strip = *step_type == "Strip" && step_json->value("stop", 1) == 0;
+    const auto stop = step_json->find("stop");
+    const bool leading_strip = *step_type == "Strip" && stop != step_json->end() && stop->is_number_unsigned() &&
+                               stop->get<uint64_t>() == 0;
     if (!joined_by.empty() && !leading_strip)
       return Error{what + " after " + joined_by + " is not supported"};
     Step step;

@@ -68,4 +68,11 @@ Expected<Replacement> replacement_option(const nlohmann::json& component,
   return Replacement(std::move(regex).value(), *content);
 }
 
+std::optional<int32_t> token_id(const nlohmann::json& value) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= uint64_t(INT32_MAX)) return int32_t(value.get<uint64_t>());
+  if (value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= INT32_MAX)
+    return int32_t(value.get<int64_t>());
+  return std::nullopt;
+}
+
 }  // namespace lockstep::tokenizer

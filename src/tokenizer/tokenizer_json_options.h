@@ -2,8 +2,10 @@
 // understands, and anything else fails the load naming the component and the option.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,9 @@ namespace lockstep::tokenizer {
 [[nodiscard]] Expected<std::string> string_option(const nlohmann::json& component,
                                                   std::string_view what, const char* key,
                                                   const std::string& fallback);
+
+// A token id: an integer from 0 to INT32_MAX, else nullopt (a float, a string, one too large).
+std::optional<int32_t> token_id(const nlohmann::json& value);
 
 // A {"String": s} or {"Regex": r} pattern, as a PCRE2 pattern (strings escaped).
 [[nodiscard]] Expected<std::string> pattern_option(const nlohmann::json& component,

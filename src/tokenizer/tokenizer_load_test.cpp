@@ -86,6 +86,11 @@ TEST_F(TokenizerLoadTest, RefusesUnsupportedFeaturesByName) {
   refuses({{"truncation", {{"max_length", 8}}}}, "truncation");
   refuses({{"added_tokens", {{{"id", 30}, {"content", "x"}, {"mystery", true}}}}}, "mystery");
   refuses({{"surprise", 1}}, "surprise");
+  // Numbers of the wrong kind or size are refused, not converted (a float past int's range
+  // was undefined behaviour; the fuzzer found it).
+  refuses({{"decoder", {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 1e308}}}}, "\"stop\" must be a count");
+  refuses({{"added_tokens", {{{"id", 4294967296.0}, {"content", "x"}}}}}, "entry without an id");
+  refuses({{"added_tokens", {{{"id", int64_t(1) << 40}, {"content", "x"}}}}}, "entry without an id");
   auto plain = load(base());
   EXPECT_TRUE(plain.ok()) << "the base file must load: " << (plain.ok() ? "" : plain.error().message);
 }

@@ -31,8 +31,9 @@ Expected<PostProcessor::Template> PostProcessor::parse_template(const nlohmann::
         !specials[name]["ids"].is_array())
       return Error{what + ": special token \"" + name + "\" has no ids"};
     for (const nlohmann::json& id : specials[name]["ids"]) {
-      if (!id.is_number_integer()) return Error{what + ": bad id for \"" + name + "\""};
-      (seen_sequence ? parsed.after : parsed.before).push_back(id.get<int32_t>());
+      std::optional<int32_t> value = token_id(id);
+      if (!value) return Error{what + ": bad id for \"" + name + "\""};
+      (seen_sequence ? parsed.after : parsed.before).push_back(*value);
     }
   }
   if (!seen_sequence) return Error{what + ": \"single\" has no Sequence A"};

@@ -3,6 +3,8 @@
 #include <optional>
 #include <string>
 
+#include "tokenizer/tokenizer_json_options.h"
+
 namespace lockstep::tokenizer {
 namespace {
 
@@ -41,9 +43,9 @@ std::string string_setting(const json& config, const char* key) {
 std::optional<int32_t> id_of(const json& file, const std::string& content) {
   if (file.contains("added_tokens") && file["added_tokens"].is_array())
     for (const json& token : file["added_tokens"])
-      if (token.value("content", "") == content) return token.at("id").get<int32_t>();
+      if (token.is_object() && token.value("content", "") == content) return token_id(token.value("id", json()));
   const json& model = file.at("model");
-  if (model.contains("vocab") && model["vocab"].contains(content)) return model["vocab"][content].get<int32_t>();
+  if (model.contains("vocab") && model["vocab"].contains(content)) return token_id(model["vocab"][content]);
   return std::nullopt;
 }
 
