@@ -13,10 +13,10 @@ void StreamHandle::cancel() const {
 LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
     : runner_(runner),
       settings_(settings),
-      memory_(runner.info().kv_pages, runner.info().page_size, runner.info().state_slots) {
+      memory_(StreamMemorySettings{runner.info().kv_pages, runner.info().page_size, runner.info().state_slots,
+                                   settings.prompt_cache, settings.snapshot_bytes}) {
   const ModelInfo& info = runner.info();
-  stats_.unreserved_pages = memory_.unreserved_pages();
-  stats_.free_slots = memory_.free_slots();
+  note_memory();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));
   settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(info.max_rows)));
   if (info.state_slots > 0) settings_.max_streams = std::min(settings_.max_streams, info.state_slots);
@@ -136,19 +136,29 @@ void LaneHost::drop_cancelled() {
 void LaneHost::admit() {
   while (!queued_.empty() && int32_t(active_.size()) < settings_.max_streams) {
     Stream& next = *queued_.front();
-    auto hold = memory_.admit(stream_length_bound(runner_.info(), next.request));
+    const PrefixCache::Match cached = cached_prefix(next);
+    auto hold = memory_.admit(stream_length_bound(runner_.info(), next.request), cached.tokens > 0 ? &cached : nullptr);
     if (!hold) break;  // first come, first served: later streams wait too
     next.memory = std::move(*hold);
     next.admitted = true;
     next.tokens = next.request.prompt;
-    next.plan = fill_plan(0, int64_t(next.tokens.size()), settings_.chunk_size);
+    // A cached prefix is not filled again; the state of models that keep one starts where the
+    // snapshot left it. The plan's cuts are the whole prompt's (fill_plan cuts at absolute
+    // positions), so the chunks that do run are the ones a cold fill runs.
+    if (cached.snapshot) runner_.load_state(cached.snapshot->data(), next.memory.slot);
+    next.cached = cached.tokens;
+    next.plan = fill_plan(next.cached, int64_t(next.tokens.size()), settings_.chunk_size);
     active_.push_back(std::move(queued_.front()));
     queued_.pop_front();
     std::lock_guard lock(mutex_);
     --stats_.queued;
     ++stats_.active;
-    stats_.unreserved_pages = memory_.unreserved_pages();
-    stats_.free_slots = memory_.free_slots();
+    if (caches(*active_.back())) {
+      ++stats_.cache_lookups;
+      stats_.cache_hits += cached.tokens > 0;
+      stats_.cached_tokens += uint64_t(cached.tokens);
+    }
+    note_memory();
   }
 }
 

@@ -41,12 +41,18 @@ struct LaneSettings {
   int64_t chunk_size = 256;  // fill chunk in tokens; part of the numerics, keep it fixed
   int32_t max_streams = 8;   // streams admitted at once (--parallel)
   int32_t max_queue = 64;    // streams waiting for admission; past it submit() refuses
+  // The prompt cache (memory/prefix_cache.h): off, or on with this much host memory for
+  // snapshots of recurrent state.
+  bool prompt_cache = false;
+  size_t snapshot_bytes = 0;
+  int32_t snapshot_every = 16;  // chunks between snapshots of a long prompt's state
 };
 
 struct StreamEnd {
   enum class Kind { finished, cancelled, failed } kind = Kind::finished;
   FinishReason reason = FinishReason::length;  // when finished
   std::string error;                           // when failed
+  int64_t cached_tokens = 0;                   // prompt positions the prompt cache gave, not filled
 };
 
 struct StreamEvents {
@@ -91,6 +97,9 @@ struct LaneStats {
   uint64_t finished = 0, cancelled = 0, failed = 0;
   int64_t queued = 0, active = 0;
   int32_t unreserved_pages = 0, free_slots = 0;  // memory not promised to any stream
+  // The prompt cache: admissions that looked, those that found a prefix, the positions found.
+  uint64_t cache_lookups = 0, cache_hits = 0, cached_tokens = 0;
+  PrefixCacheStats cache;
 };
 
 class LaneHost {
@@ -139,6 +148,7 @@ class LaneHost {
     size_t next_chunk = 0;
     std::vector<int32_t> tokens;  // prompt, then generated ids
     int64_t generated = 0;
+    int64_t cached = 0;           // prompt positions the prompt cache gave
   };
 
   void run_loop();
@@ -149,13 +159,25 @@ class LaneHost {
   void round();
   // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
   void plan_token(Stream& stream, int32_t logit_row);
-  // Runs plan_ and accepts each logit row's id for the stream in round_streams_ at its index;
-  // fails every active stream when the runner refuses the plan.
-  void run_plan();
+  // Runs plan_, then `after_run` (if any), and accepts each logit row's id for the stream in
+  // round_streams_ at its index; fails every active stream when the runner refuses the plan.
+  void run_plan(const std::function<void()>& after_run);
   // Reports `id` (with its logprobs when asked) as the token at the stream's next position and
   // ends the stream if it is done (finish_after).
   void accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs);
   void end(Stream& stream, StreamEnd how);
+  // Prompt cache (lane_cache.cpp): where a stream may start, what it leaves for later streams.
+  bool caches(const Stream& stream) const;
+  PrefixCache::Match cached_prefix(const Stream& stream);
+  // After a fill chunk ending at `end` ran: cache what it completed.
+  void cache_fill(Stream& stream, int64_t end);
+  // Before a stream's memory goes back: cache what it wrote that a later stream can resume.
+  void cache_ending(Stream& stream, const StreamEnd& how);
+  // Caches the stream's whole blocks below `length`, with a snapshot of its state there.
+  void cache_prefix(Stream& stream, int64_t length, bool snapshot);
+  bool is_snapshot_cut(const Stream& stream, int64_t position) const;
+  // Copies the memory and cache counters into stats_ (mutex_ held).
+  void note_memory();
   void fail_all(const std::string& error);
 
   StepRunner& runner_;

@@ -36,12 +36,10 @@ StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
 
 // The ids a stream of this request gets from the fake runner, computed by hand.
 std::vector<int32_t> expected_ids(const GenerateRequest& request) {
-  std::vector<int32_t> ids;
-  int32_t token = request.prompt.back();
-  int32_t position = int32_t(request.prompt.size()) - 1;
+  std::vector<int32_t> tokens = request.prompt, ids;
   for (int64_t i = 0; i < request.max_tokens; ++i) {
-    token = RecordingRunner::next_id(token, position++, kVocab);
-    ids.push_back(token);
+    ids.push_back(RecordingRunner::next_id(tokens, kVocab));
+    tokens.push_back(ids.back());
   }
   return ids;
 }
@@ -187,7 +185,7 @@ TEST_F(LaneHostTest, MemoryReturnsToThePoolsAfterEveryKindOfEnding) {
 }
 
 TEST_F(LaneHostTest, EndIdsStopAStreamUnlessIgnored) {
-  int32_t end_id = RecordingRunner::next_id(1, 0, kVocab);  // the first id after prompt {1}
+  int32_t end_id = RecordingRunner::next_id(std::vector<int32_t>{1}, kVocab);  // the first id after prompt {1}
   RecordingRunner with_end{kVocab, 64, 512, 16, 64, 4, end_id};
   LaneHost host(with_end, {16, 4, 16});
   GenerateRequest request = request_of(1, 5);

@@ -28,7 +28,7 @@ void LaneHost::fill_step(Stream& stream) {
   }
   ++stream.next_chunk;
   if (last) stream.phase = Phase::decoding;
-  run_plan();
+  run_plan([&] { cache_fill(stream, chunk.end); });
 }
 
 void LaneHost::round() {
@@ -52,7 +52,7 @@ void LaneHost::round() {
     ++stats_.rounds;
     stats_.round_rows += round_streams_.size();
   }
-  run_plan();
+  run_plan({});
 }
 
 void LaneHost::plan_token(Stream& stream, int32_t logit_row) {
@@ -62,11 +62,12 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row) {
   round_streams_.push_back(&stream);
 }
 
-void LaneHost::run_plan() {
+void LaneHost::run_plan(const std::function<void()>& after_run) {
   if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
     fail_all(ran.message());
     return;
   }
+  if (after_run) after_run();
   for (size_t i = 0; i < round_streams_.size(); ++i) accept_token(*round_streams_[i], result_.ids[i], result_.logprobs[i]);
 }
 
@@ -89,13 +90,16 @@ void LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
 }
 
 void LaneHost::end(Stream& stream, StreamEnd how) {
-  if (stream.admitted) memory_.release(stream.memory);
+  how.cached_tokens = stream.cached;
+  if (stream.admitted) {
+    cache_ending(stream, how);
+    memory_.release(stream.memory);
+  }
   {
     std::lock_guard lock(mutex_);
     if (stream.admitted) --stats_.active;
     else --stats_.queued;
-    stats_.unreserved_pages = memory_.unreserved_pages();
-    stats_.free_slots = memory_.free_slots();
+    note_memory();
     if (how.kind == StreamEnd::Kind::finished) ++stats_.finished;
     if (how.kind == StreamEnd::Kind::cancelled) ++stats_.cancelled;
     if (how.kind == StreamEnd::Kind::failed) ++stats_.failed;

@@ -1,9 +1,17 @@
 #include "lanes/recording_runner.h"
 
+#include <cstring>
+#include <string>
+
 namespace lockstep {
 
+namespace {
+constexpr uint64_t kFreshState = 0xCBF29CE484222325ull;
+}
+
 RecordingRunner::RecordingRunner(int64_t vocab, int64_t max_rows, int64_t max_context, int32_t page_size,
-                                 int32_t kv_pages, int32_t state_slots, int32_t end_id) {
+                                 int32_t kv_pages, int32_t state_slots, int32_t end_id)
+    : cells_(size_t(kv_pages) * size_t(page_size), -1), states_(size_t(state_slots)) {
   info_.architecture = "RecordingRunner";
   info_.vocab_size = vocab;
   info_.max_rows = max_rows;
@@ -14,8 +22,20 @@ RecordingRunner::RecordingRunner(int64_t vocab, int64_t max_rows, int64_t max_co
   if (end_id >= 0) info_.eos_ids = {end_id};
 }
 
-int32_t RecordingRunner::next_id(int32_t token, int32_t position, int64_t vocab) {
-  return int32_t((int64_t(token) * 31 + int64_t(position) * 7 + 3) % vocab);
+uint64_t RecordingRunner::fold(uint64_t hash, int32_t token) {
+  return (hash ^ uint64_t(uint32_t(token))) * 0x100000001B3ull;
+}
+
+int32_t RecordingRunner::id_of(uint64_t read, uint64_t state, int64_t vocab) {
+  uint64_t mixed = read * 31 + state;
+  mixed ^= mixed >> 29;
+  return int32_t(mixed % uint64_t(vocab));
+}
+
+int32_t RecordingRunner::next_id(std::span<const int32_t> tokens, int64_t vocab) {
+  uint64_t hash = kFreshState;
+  for (int32_t token : tokens) hash = fold(hash, token);
+  return id_of(hash, hash, vocab);
 }
 
 Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
@@ -26,17 +46,61 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
     return make_error("tokens, positions and row_seq must have one entry per row");
   if (plan.samples.size() != picks || plan.top_logprobs.size() != picks)
     return make_error("samples and top_logprobs must have one entry per logit row");
+  for (int32_t row : batch.logit_rows)
+    if (row < 0 || size_t(row) >= rows) return make_error("a logit row is outside the plan");
   calls.push_back({batch.tokens, batch.positions, batch.row_seq, batch.seq_slots, batch.logit_rows,
                    batch.seq_pages.size()});
+  const int64_t page_size = info_.page_size;
+  auto cell = [&](const PageTable& table, int64_t position) -> int32_t* {
+    const size_t index = size_t(position / page_size);
+    if (index >= table.pages.size()) return nullptr;
+    return &cells_[size_t(table.pages[index]) * size_t(page_size) + size_t(position % page_size)];
+  };
+  std::vector<int32_t> picked(rows, -1);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t seq = size_t(batch.row_seq[r]);
+    const int64_t position = batch.positions[r];
+    const PageTable& table = *batch.seq_pages.at(seq);
+    int32_t* written = cell(table, position);
+    if (!written) return make_error("row " + std::to_string(r) + " is past its page table");
+    *written = batch.tokens[r];
+    uint64_t state_hash = 0;
+    if (!states_.empty()) {
+      State& state = states_.at(size_t(batch.seq_slots.at(seq)));
+      if (position == 0) state = {kFreshState, 0};
+      if (state.position != position)
+        return make_error("state slot " + std::to_string(batch.seq_slots[seq]) + " has taken in " +
+                          std::to_string(state.position) + " positions; the row is at " + std::to_string(position));
+      state = {fold(state.hash, batch.tokens[r]), position + 1};
+      state_hash = state.hash;
+    }
+    // Only logit rows need what attention reads.
+    bool wanted = false;
+    for (int32_t row : batch.logit_rows) wanted |= size_t(row) == r;
+    if (!wanted) continue;
+    uint64_t read = kFreshState;
+    for (int64_t p = 0; p <= position; ++p) read = fold(read, *cell(table, p));
+    picked[r] = id_of(read, states_.empty() ? read : state_hash, info_.vocab_size);
+  }
   result.ids.resize(picks);
   result.logprobs.resize(picks);
   for (size_t i = 0; i < picks; ++i) {
-    const size_t row = size_t(batch.logit_rows[i]);
-    if (row >= rows) return make_error("a logit row is outside the plan");
-    result.ids[i] = next_id(batch.tokens[row], batch.positions[row], info_.vocab_size);
+    result.ids[i] = picked[size_t(batch.logit_rows[i])];
     result.logprobs[i] = {result.ids[i], 0.0f, {}};
   }
   return Status::success();
+}
+
+size_t RecordingRunner::state_bytes() const { return states_.empty() ? 0 : sizeof(State); }
+
+void RecordingRunner::save_state(int32_t slot, std::byte* dst) {
+  std::memcpy(dst, &states_.at(size_t(slot)), sizeof(State));
+  saves.push_back({slot, states_[size_t(slot)].position});
+}
+
+void RecordingRunner::load_state(const std::byte* src, int32_t slot) {
+  std::memcpy(&states_.at(size_t(slot)), src, sizeof(State));
+  loads.push_back({slot, states_[size_t(slot)].position});
 }
 
 }  // namespace lockstep

@@ -1,9 +1,15 @@
-// A fake StepRunner for lane tests: no model, no backend, no arithmetic. It records every plan
-// (rows, positions, sequences, slots, logit rows) and picks for each logit row a pure function
-// of that row's own token and position, so a stream's ids depend on nothing else, as a real
-// model's do.
+// A fake StepRunner for lane tests: no model, no backend, no arithmetic worth the name. It
+// records every plan and keeps what a model keeps: each row writes its token into the KV cell
+// of its position (through its sequence's page table) and, with state slots, folds it into its
+// slot's state. A logit row's id is a hash of every token the row's attention reads (positions
+// 0 to its own, through the page table) and of its slot's state. So a stream's ids depend on
+// nothing but its own tokens, as a real model's do, and only if the pages and the state it
+// reads hold exactly its own prefix: a wrong or overwritten page, or a state restored at the
+// wrong place, changes its ids.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "lanes/step_runner.h"
@@ -16,22 +22,40 @@ class RecordingRunner final : public StepRunner {
     std::vector<int32_t> tokens, positions, row_seq, seq_slots, logit_rows;
     size_t sequences = 0;
   };
+  struct StateCopy {  // a save_state or load_state
+    int32_t slot;
+    int64_t position;  // the positions the state has taken in
+  };
 
   // A small vocabulary; end_id, when >= 0, is an end-of-sequence id.
   RecordingRunner(int64_t vocab, int64_t max_rows, int64_t max_context, int32_t page_size, int32_t kv_pages,
                   int32_t state_slots, int32_t end_id = -1);
 
   const ModelInfo& info() const override { return info_; }
-  // Refuses a plan whose rows or logit rows do not line up, as a model refuses a bad batch.
+  // Refuses a plan whose rows or logit rows do not line up, a row past its page table, and a
+  // row whose slot's state is not at the position before it, as a model refuses a bad batch.
   Status run(const StepPlan& plan, StepResult& result) override;
+  size_t state_bytes() const override;
+  void save_state(int32_t slot, std::byte* dst) override;
+  void load_state(const std::byte* src, int32_t slot) override;
 
-  // The id the fake picks after `token` at `position`.
-  static int32_t next_id(int32_t token, int32_t position, int64_t vocab);
+  // The id the fake picks after `tokens` (positions 0 to tokens.size() - 1) read right.
+  static int32_t next_id(std::span<const int32_t> tokens, int64_t vocab);
 
   std::vector<Call> calls;
+  std::vector<StateCopy> saves, loads;
 
  private:
+  struct State {
+    uint64_t hash = 0;
+    int64_t position = 0;  // positions taken in
+  };
+  static uint64_t fold(uint64_t hash, int32_t token);
+  static int32_t id_of(uint64_t read, uint64_t state, int64_t vocab);
+
   ModelInfo info_;
+  std::vector<int32_t> cells_;  // [kv_pages * page_size]: the token at each KV position, -1 none
+  std::vector<State> states_;   // [state_slots]
 };
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 // lane tests use), so the lane host sees plans going out and ids coming back.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,12 @@ class StepRunner {
   // Runs the plan. An error (a batch the model refuses) means no row advanced: the caller
   // fails the streams in it. Called from one thread at a time.
   [[nodiscard]] virtual Status run(const StepPlan& plan, StepResult& result) = 0;
+
+  // The prompt cache's snapshots of recurrent state (models with state slots): the bytes of
+  // one slot, and copies of a slot to and from host memory, in order with the steps.
+  virtual size_t state_bytes() const { return 0; }
+  virtual void save_state(int32_t slot, std::byte* dst) = 0;
+  virtual void load_state(const std::byte* src, int32_t slot) = 0;
 };
 
 }  // namespace lockstep

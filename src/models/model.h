@@ -3,6 +3,7 @@
 // interface; nothing outside src/models/ knows a family's layers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,20 @@ class Model {
   // batch.logit_rows, f32 [logit_rows.size(), vocab] in backend memory, valid until the next
   // call. Errors (too many rows, ids out of range, a page table too short) change nothing.
   [[nodiscard]] virtual Expected<Tensor> forward(const ForwardBatch& batch) = 0;
+
+  // Bytes of one state slot's recurrent state, every layer's (0: the model keeps none).
+  virtual size_t state_bytes() const { return 0; }
+  // Copies state slot `slot` to host memory `dst` (state_bytes() bytes), as the passes before
+  // left it.
+  virtual void save_state(int32_t slot, std::byte* dst) {
+    (void)slot;
+    (void)dst;
+  }
+  // Sets state slot `slot` from `src` (what save_state wrote), for the passes after.
+  virtual void load_state(const std::byte* src, int32_t slot) {
+    (void)src;
+    (void)slot;
+  }
 
  protected:
   ModelInfo info_;

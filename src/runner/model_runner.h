@@ -18,6 +18,9 @@ class ModelRunner final : public StepRunner {
 
   const ModelInfo& info() const override { return model_.info(); }
   Status run(const StepPlan& plan, StepResult& result) override;
+  size_t state_bytes() const override { return model_.state_bytes(); }
+  void save_state(int32_t slot, std::byte* dst) override { model_.save_state(slot, dst); }
+  void load_state(const std::byte* src, int32_t slot) override { model_.load_state(src, slot); }
 
  private:
   Model& model_;

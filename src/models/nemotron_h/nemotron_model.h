@@ -66,6 +66,9 @@ class NemotronModel final : public Model {
                                                  Backend& backend, const ModelOptions& options);
   Backend& backend() override { return backend_; }
   Expected<Tensor> forward(const ForwardBatch& batch) override;
+  size_t state_bytes() const override;
+  void save_state(int32_t slot, std::byte* dst) override;
+  void load_state(const std::byte* src, int32_t slot) override;
 
  private:
   NemotronModel(const NemotronConfig& config, Backend& backend) : config_(config), backend_(backend) {}

@@ -1,0 +1,82 @@
+// LaneHost, part three (lane_host.h): the prompt cache. Where a stream may start, and what it
+// leaves behind for later streams (memory/prefix_cache.h keeps the index).
+//
+// What may be reused is what a cold fill of a later prompt would compute bit for bit:
+// - Models without recurrent state: a position's K and V depend only on the tokens up to it
+//   (every op is row-invariant, and how a fill is cut changes no bits), so every whole page a
+//   stream wrote, prompt or reply, fill or round, is cached.
+// - Models with state (Mamba2): how the scan is cut changes its bits, so a stream resumes only
+//   at a cut of the fill plan, from a snapshot of the state taken there, and only the pages
+//   below it are cached. Snapshots are taken at the last cut of each prompt, every
+//   snapshot_every chunks of a long one, and where a fill is cancelled between chunks.
+#include "lanes/lane_host.h"
+
+namespace lockstep {
+
+bool LaneHost::caches(const Stream& stream) const {
+  return memory_.cache() != nullptr && stream.request.cache_prompt;
+}
+
+PrefixCache::Match LaneHost::cached_prefix(const Stream& stream) {
+  if (!caches(stream)) return {};
+  const std::vector<int32_t>& prompt = stream.request.prompt;
+  // At least the last prompt position is filled: its logits give the first token.
+  const bool keeps_state = runner_.info().state_slots > 0;
+  PrefixCache::Match match = memory_.cache()->lookup(prompt, int64_t(prompt.size()) - 1, keeps_state);
+  if (keeps_state && match.snapshot && match.snapshot->size() != runner_.state_bytes()) return {};
+  return match;
+}
+
+bool LaneHost::is_snapshot_cut(const Stream& stream, int64_t position) const {
+  const int64_t chunk = settings_.chunk_size;
+  if (position <= 0 || position % chunk != 0) return false;
+  const int64_t last_cut = int64_t(stream.request.prompt.size()) / chunk * chunk;
+  return position == last_cut || (position / chunk) % std::max(1, settings_.snapshot_every) == 0;
+}
+
+void LaneHost::cache_fill(Stream& stream, int64_t end) {
+  if (!caches(stream)) return;
+  if (stream.memory.slot < 0)
+    cache_prefix(stream, end, false);
+  else if (is_snapshot_cut(stream, end))
+    cache_prefix(stream, end, true);
+}
+
+void LaneHost::cache_ending(Stream& stream, const StreamEnd& how) {
+  if (!caches(stream) || how.kind == StreamEnd::Kind::failed) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;  // nobody will resume: stop quickly
+  }
+  // The positions whose K and V are written: the landed chunks of a fill; every token but the
+  // last (which was never fed back) once decoding.
+  int64_t written = stream.cached;
+  if (stream.phase == Phase::decoding)
+    written = int64_t(stream.tokens.size()) - 1;
+  else if (stream.next_chunk > 0)
+    written = stream.plan[stream.next_chunk - 1].end;
+  if (stream.memory.slot < 0)
+    cache_prefix(stream, written, false);
+  else if (stream.phase == Phase::filling && written > stream.cached && !is_snapshot_cut(stream, written))
+    cache_prefix(stream, written, true);  // cancelled between chunks: a resend resumes here
+}
+
+void LaneHost::cache_prefix(Stream& stream, int64_t length, bool snapshot) {
+  PrefixCache& cache = *memory_.cache();
+  if (!snapshot) {
+    cache.insert(stream.tokens, stream.memory.table, length);
+    return;
+  }
+  if (length % runner_.info().page_size != 0) return;  // a snapshot sits at the end of a block
+  auto state = std::make_unique<StateSnapshot>(runner_.state_bytes());
+  runner_.save_state(stream.memory.slot, state->data());
+  cache.insert(stream.tokens, stream.memory.table, length, std::move(state));
+}
+
+void LaneHost::note_memory() {
+  stats_.unreserved_pages = memory_.unreserved_pages();
+  stats_.free_slots = memory_.free_slots();
+  if (memory_.cache()) stats_.cache = memory_.cache()->stats();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,234 @@
+// The prompt cache in the lane host, with the recording fake: its ids are right only when the
+// pages and the state a stream reads hold exactly its own prefix, so every test here checks
+// ids against a stream alone as well as where the fill resumed.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lanes/lane_host.h"
+#include "lanes/recording_runner.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int64_t kVocab = 97;
+constexpr int64_t kChunk = 32;
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::optional<StreamEnd> end;
+};
+
+std::vector<int32_t> tokens_of(int64_t length, int32_t first) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < length; ++i) tokens.push_back(int32_t((first + i * 13) % kVocab));
+  return tokens;
+}
+
+GenerateRequest request_of(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerateRequest request;
+  request.prompt = std::move(prompt);
+  request.max_tokens = max_tokens;
+  request.ignore_eos = true;
+  return request;
+}
+
+std::vector<int32_t> alone_ids(const GenerateRequest& request) {
+  std::vector<int32_t> tokens = request.prompt, ids;
+  for (int64_t i = 0; i < request.max_tokens; ++i) {
+    ids.push_back(RecordingRunner::next_id(tokens, kVocab));
+    tokens.push_back(ids.back());
+  }
+  return ids;
+}
+
+StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
+  auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
+                                                    [&outcome](const StreamEnd& end) { outcome.end = end; }});
+  EXPECT_TRUE(submitted.handle.has_value()) << (submitted.error ? submitted.error->message : "");
+  return submitted.handle.value_or(StreamHandle());
+}
+
+void run_until_idle(LaneHost& host) {
+  for (int i = 0; i < 1000000 && host.step(); ++i) {
+  }
+}
+
+// Runs one request alone to its end; returns its outcome and the position its fill began at.
+struct Served {
+  Outcome outcome;
+  int32_t first_filled = -1;
+};
+Served run_one(LaneHost& host, RecordingRunner& runner, const GenerateRequest& request) {
+  Served run;
+  const size_t calls = runner.calls.size();
+  submit(host, request, run.outcome);
+  run_until_idle(host);
+  if (runner.calls.size() > calls) run.first_filled = runner.calls[calls].positions.front();
+  EXPECT_TRUE(run.outcome.end.has_value());
+  return run;
+}
+
+LaneSettings cached_settings(int32_t max_streams = 4) {
+  LaneSettings settings;
+  settings.chunk_size = kChunk;
+  settings.max_streams = max_streams;
+  settings.max_queue = 64;
+  settings.prompt_cache = true;
+  settings.snapshot_bytes = 1 << 20;
+  settings.snapshot_every = 2;
+  return settings;
+}
+
+// Both kinds of model: attention only (no state slots), and with recurrent state.
+class LaneCacheTest : public ::testing::TestWithParam<bool> {
+ protected:
+  bool keeps_state() const { return GetParam(); }
+  RecordingRunner runner{kVocab, /*max_rows=*/64, /*max_context=*/1024, /*page_size=*/16, /*kv_pages=*/256,
+                       /*state_slots=*/keeps_state() ? 4 : 0};
+};
+
+TEST_P(LaneCacheTest, TheSamePromptAgainResumesAndGetsTheSameIds) {
+  LaneHost host(runner, cached_settings());
+  const GenerateRequest request = request_of(tokens_of(100, 1), 5);
+  Served cold = run_one(host, runner, request);
+  EXPECT_EQ(cold.first_filled, 0);
+  EXPECT_EQ(cold.outcome.end->cached_tokens, 0);
+  Served warm = run_one(host, runner, request);
+  EXPECT_EQ(warm.outcome.ids, alone_ids(request));
+  // State: the snapshot at the prompt's last cut (96). Attention: whole pages below the last
+  // prompt position, which the fill needs for the first token's logits.
+  EXPECT_EQ(warm.first_filled, 96);
+  EXPECT_EQ(warm.outcome.end->cached_tokens, 96);
+  if (keeps_state()) {
+    ASSERT_EQ(runner.loads.size(), 1u);
+    EXPECT_EQ(runner.loads[0].position, 96);
+  }
+  LaneStats stats = host.stats();
+  EXPECT_EQ(stats.cache_lookups, 2u);
+  EXPECT_EQ(stats.cache_hits, 1u);
+  EXPECT_EQ(stats.cached_tokens, 96u);
+}
+
+TEST_P(LaneCacheTest, ANextTurnResumesFromThePreviousTurn) {
+  LaneHost host(runner, cached_settings());
+  GenerateRequest turn = request_of(tokens_of(70, 3), 20);
+  Served first = run_one(host, runner, turn);
+  ASSERT_EQ(first.outcome.ids, alone_ids(turn));
+  // The next prompt: the last one, its reply, and a new message.
+  std::vector<int32_t> next = turn.prompt;
+  next.insert(next.end(), first.outcome.ids.begin(), first.outcome.ids.end());
+  for (int32_t token : tokens_of(25, 40)) next.push_back(token);
+  GenerateRequest second = request_of(next, 6);
+  Served resumed = run_one(host, runner, second);
+  EXPECT_EQ(resumed.outcome.ids, alone_ids(second));
+  // State: the first prompt's last cut, 64. Attention: every whole page the first turn wrote
+  // (its 70 + 20 positions, less the last id, which was never fed back): 80.
+  const int64_t expected = keeps_state() ? 64 : 80;
+  EXPECT_EQ(resumed.first_filled, expected);
+  EXPECT_EQ(resumed.outcome.end->cached_tokens, expected);
+}
+
+TEST_P(LaneCacheTest, EveryKindOfPrefixGivesTheAloneIds) {
+  LaneHost host(runner, cached_settings());
+  const std::vector<int32_t> base = tokens_of(200, 7);
+  run_one(host, runner, request_of(base, 3));
+  // Prompts that share with it less than a page, exactly a cut, between cuts, all of it, and
+  // more than all of it.
+  for (int64_t shared : {5, 16, 32, 40, 64, 100, 199, 200}) {
+    std::vector<int32_t> prompt(base.begin(), base.begin() + shared);
+    for (int32_t token : tokens_of(30, int32_t(shared))) prompt.push_back(token);
+    GenerateRequest request = request_of(prompt, 4);
+    request.sampling.temperature = 0.7f;
+    request.sampling.seed = uint64_t(shared);
+    Served run = run_one(host, runner, request);
+    EXPECT_EQ(run.outcome.ids, alone_ids(request)) << "sharing " << shared;
+    EXPECT_LE(run.outcome.end->cached_tokens, shared) << "sharing " << shared;
+    EXPECT_EQ(run.first_filled, run.outcome.end->cached_tokens);
+  }
+}
+
+TEST_P(LaneCacheTest, ACancelledFillResumesFromItsLastLandedChunk) {
+  LaneHost host(runner, cached_settings());
+  const GenerateRequest request = request_of(tokens_of(300, 11), 4);
+  Outcome cancelled;
+  StreamHandle handle = submit(host, request, cancelled);
+  for (int i = 0; i < 3; ++i) host.step();  // three chunks land: positions 0 to 95
+  handle.cancel();
+  run_until_idle(host);
+  ASSERT_EQ(cancelled.end->kind, StreamEnd::Kind::cancelled);
+  Served resent = run_one(host, runner, request);
+  EXPECT_EQ(resent.outcome.ids, alone_ids(request));
+  EXPECT_EQ(resent.first_filled, 96);
+  EXPECT_EQ(resent.outcome.end->cached_tokens, 96);
+}
+
+TEST_P(LaneCacheTest, StreamsRunningTogetherShareAPrefixAndItsPages) {
+  LaneHost host(runner, cached_settings());
+  const std::vector<int32_t> system = tokens_of(128, 5);
+  std::vector<int32_t> a = system, b = system;
+  for (int32_t token : tokens_of(10, 60)) a.push_back(token);
+  for (int32_t token : tokens_of(12, 70)) b.push_back(token);
+  Outcome first, second;
+  submit(host, request_of(a, 40), first);
+  while (first.ids.empty()) host.step();  // a's prompt is filled and cached; a decodes on
+  submit(host, request_of(b, 30), second);
+  const LaneStats before = host.stats();
+  run_until_idle(host);
+  EXPECT_EQ(first.ids, alone_ids(request_of(a, 40)));
+  EXPECT_EQ(second.ids, alone_ids(request_of(b, 30)));
+  EXPECT_EQ(second.end->cached_tokens, 128);
+  EXPECT_EQ(before.cache_hits, 0u);
+  // At the end every page is free or cached, none reserved.
+  const LaneStats after = host.stats();
+  EXPECT_EQ(after.unreserved_pages, 256);
+  EXPECT_EQ(after.active, 0);
+}
+
+TEST_P(LaneCacheTest, ARequestCanSkipTheCache) {
+  LaneHost host(runner, cached_settings());
+  GenerateRequest request = request_of(tokens_of(100, 1), 5);
+  run_one(host, runner, request);
+  request.cache_prompt = false;
+  Served skipped = run_one(host, runner, request);
+  EXPECT_EQ(skipped.first_filled, 0);
+  EXPECT_EQ(skipped.outcome.end->cached_tokens, 0);
+  EXPECT_EQ(skipped.outcome.ids, alone_ids(request));
+  EXPECT_EQ(host.stats().cache_lookups, 1u);
+}
+
+TEST_P(LaneCacheTest, EvictionUnderPressureKeepsEveryStreamExact) {
+  // 40 pages: room for two streams of 300 positions, and little else. Cached pages must give
+  // way to every admission, and a stream's ids never change.
+  RecordingRunner small{kVocab, 64, 1024, 16, 40, keeps_state() ? 4 : 0};
+  LaneSettings settings = cached_settings(2);
+  settings.snapshot_bytes = 3 * small.state_bytes();  // room for three snapshots
+  LaneHost host(small, settings);
+  std::mt19937 random(7);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(tokens_of(100 + 30 * i, i * 5 + 1));
+  std::vector<Outcome> outcomes(60);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<int32_t> prompt = prompts[random() % prompts.size()];
+    prompt.resize(prompt.size() - random() % 50);
+    requests.push_back(request_of(prompt, 1 + int64_t(random() % 60)));
+  }
+  for (int i = 0; i < 60; ++i) {
+    submit(host, requests[size_t(i)], outcomes[size_t(i)]);
+    for (int s = 0; s < int(random() % 20); ++s) host.step();
+  }
+  run_until_idle(host);
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(outcomes[size_t(i)].ids, alone_ids(requests[size_t(i)])) << "stream " << i;
+  const LaneStats stats = host.stats();
+  EXPECT_GT(stats.cache_hits, 0u);
+  EXPECT_GT(stats.cache.evicted_pages, 0u);
+  EXPECT_EQ(stats.unreserved_pages, 40);
+  EXPECT_LE(stats.cache.snapshot_bytes, int64_t(settings.snapshot_bytes));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LaneCacheTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "WithState" : "AttentionOnly"; });
+
+}  // namespace
+}  // namespace lockstep

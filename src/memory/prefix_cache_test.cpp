@@ -1,0 +1,174 @@
+// The prompt cache's index and its place in the stream memory: matching by the ids themselves,
+// holding and freeing pages, least-recently-used eviction of pages and snapshots, and that
+// cached data never keeps a stream out.
+#include "memory/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "memory/stream_memory.h"
+
+namespace lockstep {
+namespace {
+
+constexpr int32_t kPage = 4;
+
+std::vector<int32_t> ids(int32_t first, int32_t count) {
+  std::vector<int32_t> out(static_cast<size_t>(count));
+  std::iota(out.begin(), out.end(), first);
+  return out;
+}
+
+PageTable filled(KvPagePool& pool, int64_t length) {
+  PageTable table;
+  EXPECT_TRUE(pool.grow(table, length));
+  return table;
+}
+
+std::unique_ptr<StateSnapshot> snapshot(size_t bytes, std::byte value) {
+  return std::make_unique<StateSnapshot>(bytes, value);
+}
+
+TEST(PrefixCache, MatchesWholeBlocksOfTheSameIds) {
+  KvPagePool pool(16, kPage);
+  PrefixCache cache(pool, 0);
+  const std::vector<int32_t> tokens = ids(100, 10);
+  PageTable table = filled(pool, 10);
+  cache.insert(tokens, table, 10);  // two whole blocks; the third is partial
+  EXPECT_EQ(cache.stats().pages, 2);
+  PrefixCache::Match match = cache.lookup(tokens, 10, false);
+  EXPECT_EQ(match.tokens, 8);
+  EXPECT_EQ(match.pages, (std::vector<int32_t>{table.pages[0], table.pages[1]}));
+  EXPECT_EQ(cache.lookup(tokens, 7, false).tokens, 4);  // the limit cuts the match
+  std::vector<int32_t> other = tokens;
+  other[5] = 1;  // differs in the second block
+  EXPECT_EQ(cache.lookup(other, 10, false).tokens, 4);
+  other[0] = 1;
+  EXPECT_EQ(cache.lookup(other, 10, false).tokens, 0);
+  // The same block after another prefix is another block.
+  std::vector<int32_t> shifted = ids(0, 4);
+  shifted.insert(shifted.end(), tokens.begin() + 4, tokens.end());
+  EXPECT_EQ(cache.lookup(shifted, 10, false).tokens, 0);
+}
+
+TEST(PrefixCache, HoldsItsPagesUntilEvictedLeastRecentlyUsedFirst) {
+  KvPagePool pool(8, kPage);
+  PrefixCache cache(pool, 0);
+  PageTable a = filled(pool, 8), b = filled(pool, 8);
+  cache.insert(ids(0, 8), a, 8);
+  cache.insert(ids(50, 8), b, 8);
+  for (PageTable* table : {&a, &b}) {  // the streams go; the cache keeps the pages
+    for (int32_t page : table->pages) {
+      pool.release(page);
+      cache.on_stream_release(page);
+    }
+  }
+  EXPECT_EQ(pool.free_pages(), 4);
+  EXPECT_EQ(cache.lookup(ids(0, 9), 9, false).tokens, 8);  // a is used again: b is older
+  // Leaves go first, so b's second block, then b's first.
+  ASSERT_TRUE(cache.evict_page());
+  EXPECT_EQ(cache.lookup(ids(50, 9), 9, false).tokens, 4);
+  ASSERT_TRUE(cache.evict_page());
+  ASSERT_TRUE(cache.evict_page());
+  ASSERT_TRUE(cache.evict_page());
+  EXPECT_FALSE(cache.evict_page());
+  EXPECT_EQ(pool.free_pages(), 8);
+  EXPECT_EQ(cache.stats().evicted_pages, 4u);
+}
+
+TEST(PrefixCache, NeverEvictsAPageAStreamHolds) {
+  KvPagePool pool(4, kPage);
+  PrefixCache cache(pool, 0);
+  PageTable table = filled(pool, 8);
+  cache.insert(ids(0, 8), table, 8);
+  EXPECT_FALSE(cache.evict_page());
+  pool.release(table.pages[1]);
+  cache.on_stream_release(table.pages[1]);
+  EXPECT_TRUE(cache.evict_page());   // the leaf, now only the cache's
+  EXPECT_FALSE(cache.evict_page());  // its parent is still the stream's
+}
+
+TEST(PrefixCache, SnapshotsLimitTheMatchAndStayWithinTheirBytes) {
+  KvPagePool pool(16, kPage);
+  PrefixCache cache(pool, 100);
+  const std::vector<int32_t> tokens = ids(0, 16);
+  PageTable table = filled(pool, 16);
+  cache.insert(tokens, table, 8, snapshot(40, std::byte{8}));
+  cache.insert(tokens, table, 16, snapshot(40, std::byte{16}));
+  PrefixCache::Match match = cache.lookup(tokens, 16, true);
+  EXPECT_EQ(match.tokens, 16);
+  ASSERT_NE(match.snapshot, nullptr);
+  EXPECT_EQ(match.snapshot->front(), std::byte{16});
+  match = cache.lookup(tokens, 15, true);  // the deepest snapshot within the limit
+  EXPECT_EQ(match.tokens, 8);
+  EXPECT_EQ(match.snapshot->front(), std::byte{8});
+  // A third snapshot passes 100 bytes: the least recently used one (16's) goes.
+  const std::vector<int32_t> other = ids(40, 8);
+  PageTable other_table = filled(pool, 8);
+  cache.insert(other, other_table, 8, snapshot(40, std::byte{1}));
+  EXPECT_EQ(cache.stats().snapshots, 2);
+  EXPECT_EQ(cache.stats().snapshot_bytes, 80);
+  EXPECT_EQ(cache.lookup(tokens, 16, true).tokens, 8);
+  // Too big to hold at all: not kept.
+  cache.insert(ids(60, 4), filled(pool, 4), 4, snapshot(101, std::byte{2}));
+  EXPECT_EQ(cache.stats().snapshots, 2);
+}
+
+TEST(PrefixCache, AnotherCopyOfACachedBlockStopsTheInsert) {
+  KvPagePool pool(16, kPage);
+  PrefixCache cache(pool, 0);
+  const std::vector<int32_t> tokens = ids(0, 12);
+  PageTable first = filled(pool, 8), second = filled(pool, 12);
+  cache.insert(tokens, first, 8);
+  cache.insert(tokens, second, 12);  // its first block is cached with another page
+  EXPECT_EQ(cache.stats().pages, 2);
+  EXPECT_EQ(cache.lookup(tokens, 12, false).tokens, 8);
+}
+
+TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0});
+  PrefixCache& cache = *memory.cache();
+  auto a = memory.admit(32);
+  ASSERT_TRUE(a);
+  memory.grow(*a, 32);
+  cache.insert(ids(0, 32), a->table, 32);
+  EXPECT_FALSE(memory.can_admit(4));  // every page is a's
+  memory.release(*a);
+  EXPECT_EQ(memory.free_pages(), 0);  // all cached
+  EXPECT_EQ(memory.unreserved_pages(), 8);
+  // A stream that shares nothing still fits: cached pages give way as it grows.
+  auto b = memory.admit(32);
+  ASSERT_TRUE(b);
+  memory.grow(*b, 20);
+  EXPECT_EQ(cache.stats().pages, 3);
+  memory.release(*b);
+  EXPECT_EQ(memory.unreserved_pages(), 8);
+}
+
+TEST(StreamMemoryCache, SharedPagesAreHeldOnceAndCountedOnce) {
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0});
+  PrefixCache& cache = *memory.cache();
+  const std::vector<int32_t> tokens = ids(0, 20);
+  auto a = memory.admit(20);
+  ASSERT_TRUE(a);
+  memory.grow(*a, 16);
+  cache.insert(tokens, a->table, 16);
+  PrefixCache::Match match = cache.lookup(tokens, 19, false);
+  ASSERT_EQ(match.tokens, 16);
+  // a holds 5 pages' worth (4 taken, 1 promised); b shares a's 4 and needs 1 more.
+  EXPECT_EQ(memory.unreserved_pages(), 3);
+  auto b = memory.admit(20, &match);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->table.pages, match.pages);
+  EXPECT_EQ(memory.unreserved_pages(), 2);
+  memory.release(*a);
+  EXPECT_EQ(memory.unreserved_pages(), 3);  // a's promised page; the shared four are b's now
+  memory.grow(*b, 20);
+  memory.release(*b);
+  EXPECT_EQ(memory.unreserved_pages(), 8);
+  EXPECT_EQ(memory.free_pages(), 4);
+}
+
+}  // namespace
+}  // namespace lockstep
