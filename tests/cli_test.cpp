@@ -189,8 +189,7 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"context_past_the_model", {"--tokens", "1", "--context", "5000"},
        "--context 5000 is past this model's maximum of 4096"},
       {"threads_with_cuda", {"--tokens", "1", "--backend", "cuda"}, "--threads sets the CPU backend's threads"},
-      {"prompt_cache_not_built", {"--prompt-cache-gib", "1"}, "--prompt-cache-gib: the prompt cache is not built yet",
-       "serve"},
+      {"negative_prompt_cache", {"--prompt-cache-gib", "-1"}, "--prompt-cache-gib", "serve"},
   };
   return cases;
 }

@@ -203,5 +203,50 @@ TEST_F(TextServer, AnOverlongTextPromptIsRefusedWithoutEncodingAllOfIt) {
   }
 }
 
+// A chat of several turns, each sending the whole conversation again: with the prompt cache
+// on, each turn after the first resumes from the last (cached_tokens) and replies exactly what
+// the server without a cache replies.
+TEST_F(TextServer, AMultiTurnChatResumesFromThePromptCacheAndRepliesTheSame) {
+  TestServerOptions options;
+  options.prompt_cache = true;
+  TestServer cached(dir->path(), "tiny", options);
+  json messages = json::array({{{"role", "system"}, {"content", "You add numbers. Answer with the sum only, please."}}});
+  const char* questions[] = {"what is twelve plus thirty", "and then plus seven", "now take away four", "double it"};
+  int64_t previous_prompt = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", questions[turn]}});
+    json body = {{"messages", messages}, {"max_tokens", 12}, {"return_token_ids", true}};
+    if (turn % 2) body["seed"] = 11 + turn, body["temperature"] = 0.9;
+    const json plain = post("/v1/chat/completions", body);
+    HttpReply reply = http_request(cached.port(), "POST", "/v1/chat/completions", body.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json resumed = json::parse(reply.body);
+    EXPECT_EQ(resumed["choices"][0]["token_ids"], plain["choices"][0]["token_ids"]) << "turn " << turn;
+    EXPECT_EQ(resumed["choices"][0]["message"], plain["choices"][0]["message"]) << "turn " << turn;
+    const int64_t prompt = resumed["usage"]["prompt_tokens"], hit = resumed["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_EQ(plain["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    if (turn == 0) EXPECT_EQ(hit, 0);
+    else EXPECT_GT(hit, previous_prompt - 16) << "turn " << turn << ": resumes within a page of the last prompt";
+    EXPECT_LT(hit, prompt);
+    previous_prompt = prompt;
+    messages.push_back(resumed["choices"][0]["message"]);
+  }
+  // cache_prompt: false skips it for one request.
+  json body = {{"messages", messages}, {"max_tokens", 4}, {"cache_prompt", false}};
+  HttpReply skipped = http_request(cached.port(), "POST", "/v1/chat/completions", body.dump());
+  ASSERT_EQ(skipped.status, 200) << skipped.body;
+  EXPECT_EQ(json::parse(skipped.body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  body["cache_prompt"] = "no";
+  EXPECT_EQ(http_request(cached.port(), "POST", "/v1/chat/completions", body.dump()).status, 400);
+  // The counters, and every page unreserved again (cached pages give way to any stream).
+  const std::string metrics = http_request(cached.port(), "GET", "/metrics", "").body;
+  EXPECT_NE(metrics.find("lockstep_prompt_cache_hits_total 3"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("lockstep_prompt_cache_lookups_total 4"), std::string::npos) << metrics;
+  const std::string unreserved = "\nlockstep_unreserved_kv_pages ";
+  const size_t at = metrics.find(unreserved);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(std::stol(metrics.substr(at + unreserved.size())), cached.info().kv_pages);
+}
+
 }  // namespace
 }  // namespace lockstep

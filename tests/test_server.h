@@ -21,6 +21,7 @@ struct TestServerOptions {
   size_t max_body = 1 << 20;
   int64_t context = 512;
   WeightChoice weights = WeightChoice::checkpoint;
+  bool prompt_cache = false;
 };
 
 class TestServer {
@@ -31,6 +32,7 @@ class TestServer {
   int port() const { return http_->port(); }
   OpenAiServer& api() { return *api_; }
   const ModelText& text() const { return text_; }
+  const ModelInfo& info() const { return model_->info(); }
 
  private:
   CpuBackend backend_{2};

@@ -28,8 +28,7 @@ struct ServeFlags {
   float temperature = 0.0f;
   bool no_thinking = false;
   bool no_drafts = false;
-  double prompt_cache_gib = 0;
-  bool prompt_cache_gib_given = false;
+  double prompt_cache_gib = 8;
   HttpSettings http;
 };
 
@@ -71,8 +70,6 @@ int run_serve(const ServeFlags& flags) {
     std::cerr << "lockstep: no --model given: serving the embedded model tiny-arith from " << model_flags.model_dir
               << std::endl;
   }
-  if (flags.prompt_cache_gib_given)
-    return fail("--prompt-cache-gib: the prompt cache is not built yet; leave the flag out");
   // The KV pool: --parallel streams of the full context, each reserved at admission.
   options.kv_sequences = flags.parallel;
   auto loaded = load(model_flags, options);
@@ -83,6 +80,8 @@ int run_serve(const ServeFlags& flags) {
   ServeSettings settings;
   settings.model_name = folder_name(model_flags.model_dir);
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
+  settings.lanes.prompt_cache = flags.prompt_cache_gib > 0;
+  settings.lanes.snapshot_bytes = size_t(flags.prompt_cache_gib * double(1 << 30));
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);
@@ -148,8 +147,10 @@ Command add_serve_command(CLI::App& app) {
   command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
   command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
   command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,
-                      "prompt cache size (refused: the prompt cache is not built yet)")
-      ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
+                      "host memory for the prompt cache's state snapshots, in GiB; its KV pages use the KV pages no "
+                      "stream holds (0: the prompt cache is off)")
+      ->check(CLI::Range(0.0, 1048576.0))
+      ->capture_default_str();
   command->add_flag("--no-drafts", flags->no_drafts,
                     "no MTP drafts (no model lockstep runs has an MTP head yet, so there are none either way)");
   return {command, [flags] { return run_serve(*flags); }};

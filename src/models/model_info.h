@@ -17,6 +17,7 @@ struct ModelInfo {
   int64_t max_rows = 0;          // rows one forward pass takes
   int32_t page_size = 0;         // positions per KV page
   int32_t kv_pages = 0;          // pages in the model's cache; a KvPagePool hands them out
+  int64_t kv_page_bytes = 0;     // backend memory of one page, over every layer
   int32_t state_slots = 0;       // recurrent-state slots (0: the model keeps no such state)
   int64_t decode_weight_bytes = 0;  // weight bytes one decode row reads (MoE: the active experts)
   std::vector<int32_t> eos_ids;  // a generated id in this list ends the stream

@@ -67,7 +67,7 @@ void ServerMetrics::gap_between_tokens(double seconds) {
   gap_.observe(seconds);
 }
 
-std::string ServerMetrics::render(const LaneStats& lanes) const {
+std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes) const {
   std::lock_guard lock(mutex_);
   std::string out;
   out += "# HELP lockstep_requests_total Requests by outcome.\n# TYPE lockstep_requests_total counter\n";
@@ -83,6 +83,19 @@ std::string ServerMetrics::render(const LaneStats& lanes) const {
   gauge(out, "lockstep_queue_length", "Streams waiting for admission.", double(lanes.queued));
   gauge(out, "lockstep_active_streams", "Streams filling or decoding.", double(lanes.active));
   gauge(out, "lockstep_unreserved_kv_pages", "KV pages not promised to any stream.", double(lanes.unreserved_pages));
+  counter(out, "lockstep_prompt_cache_lookups_total", "Admissions that looked in the prompt cache.",
+          double(lanes.cache_lookups));
+  counter(out, "lockstep_prompt_cache_hits_total", "Admissions that resumed from a cached prefix.",
+          double(lanes.cache_hits));
+  counter(out, "lockstep_prompt_cache_tokens_total", "Prompt positions the prompt cache gave, not filled.",
+          double(lanes.cached_tokens));
+  gauge(out, "lockstep_prompt_cache_device_bytes", "KV pages the prompt cache holds, in bytes.",
+        double(lanes.cache.pages) * double(kv_page_bytes));
+  gauge(out, "lockstep_prompt_cache_host_bytes", "State snapshots the prompt cache holds, in bytes.",
+        double(lanes.cache.snapshot_bytes));
+  gauge(out, "lockstep_prompt_cache_snapshots", "State snapshots the prompt cache holds.", double(lanes.cache.snapshots));
+  counter(out, "lockstep_prompt_cache_evictions_total", "KV pages and snapshots the prompt cache let go of for room.",
+          double(lanes.cache.evicted_pages + lanes.cache.evicted_snapshots));
   first_token_.render("lockstep_time_to_first_token_seconds", "From request to its first token.", out);
   gap_.render("lockstep_inter_token_seconds", "Gap between consecutive tokens of a stream.", out);
   return out;

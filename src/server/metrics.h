@@ -34,8 +34,8 @@ class ServerMetrics {
   void request_done(const std::string& outcome);
   void time_to_first_token(double seconds);
   void gap_between_tokens(double seconds);
-  // The text of GET /metrics, with the lane host's counters.
-  std::string render(const LaneStats& lanes) const;
+  // The text of GET /metrics, with the lane host's counters (kv_page_bytes: ModelInfo's).
+  std::string render(const LaneStats& lanes, int64_t kv_page_bytes) const;
 
  private:
   mutable std::mutex mutex_;

@@ -43,10 +43,11 @@ nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogpr
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens) {
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,
@@ -72,8 +73,8 @@ nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta,
 }
 
 nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
-                          const nlohmann::json& logprobs, const std::string& finish_reason, size_t prompt_tokens,
-                          size_t completion_tokens, uint64_t seed) {
+                          const nlohmann::json& logprobs, const std::string& finish_reason,
+                          const nlohmann::json& usage, uint64_t seed) {
   nlohmann::json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   if (header.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
@@ -83,7 +84,7 @@ nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, co
           {"created", header.created},
           {"model", header.model},
           {"choices", nlohmann::json::array({choice})},
-          {"usage", usage_json(prompt_tokens, completion_tokens)},
+          {"usage", usage},
           {"seed", seed}};
 }
 

@@ -33,9 +33,11 @@ nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta,
 
 // The whole reply of a non-streaming request.
 nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
-                          const nlohmann::json& logprobs, const std::string& finish_reason, size_t prompt_tokens,
-                          size_t completion_tokens, uint64_t seed);
+                          const nlohmann::json& logprobs, const std::string& finish_reason,
+                          const nlohmann::json& usage, uint64_t seed);
 
-nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens);
+// OpenAI's usage object; prompt_tokens_details.cached_tokens: the prompt positions the prompt
+// cache gave, not filled.
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
 
 }  // namespace lockstep

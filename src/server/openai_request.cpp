@@ -152,6 +152,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   out.draft = field<bool>(body, "draft", error).value_or(true);
   out.echo = !chat && field<bool>(body, "echo", error).value_or(false);
   out.generate.ignore_eos = field<bool>(body, "ignore_eos", error).value_or(false);
+  out.generate.cache_prompt = field<bool>(body, "cache_prompt", error).value_or(true);
   if (chat) {
     bool logprobs = field<bool>(body, "logprobs", error).value_or(false);
     auto top = field<int64_t>(body, "top_logprobs", error);

@@ -43,7 +43,7 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET, HEAD");
-    return responder.send(200, "text/plain; version=0.0.4", metrics_.render(lanes_.stats()));
+    return responder.send(200, "text/plain; version=0.0.4", metrics_.render(lanes_.stats(), lanes_.info().kv_page_bytes));
   }
   if (path == "/v1/models") {
     if (!get) return wrong_method("GET, HEAD");

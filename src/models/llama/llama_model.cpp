@@ -80,6 +80,7 @@ void LlamaModel::allocate(const ModelOptions& options) {
   info_.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   info_.vocab_size = c.vocab;
   const int64_t max_pages = plan_memory(options, c.max_positions);
+  info_.kv_page_bytes = 2 * 4 * c.layers * c.kv_heads * c.head_dim * info_.page_size;  // f32 K and V
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
   for (const LlamaLayer& layer : layers_)

@@ -140,6 +140,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
   info_.architecture = "NemotronHForCausalLM";
   info_.vocab_size = c.vocab;
   const int64_t max_pages = plan_memory(options, c.max_positions);
+  info_.kv_page_bytes = 2 * 4 * c.count(LayerKind::attention) * c.kv_heads * c.head_dim * info_.page_size;
   info_.state_slots = std::max<int32_t>(1, options.state_slots);
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
