@@ -20,10 +20,17 @@ using nlohmann::json;
 // `lockstep serve` in miniature: the llama fixture behind the OpenAI API on a free port.
 class BenchTarget {
  public:
-  explicit BenchTarget(int32_t parallel) : server_(test_data("llama"), "llama", {parallel, 64}) {}
+  explicit BenchTarget(int32_t parallel, bool prompt_cache = false)
+      : server_(test_data("llama"), "llama", cache_options(parallel, prompt_cache)) {}
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
 
  private:
+  static TestServerOptions cache_options(int32_t parallel, bool prompt_cache) {
+    TestServerOptions options;
+    options.parallel = parallel;
+    options.prompt_cache = prompt_cache;
+    return options;
+  }
   TestServer server_;
 };
 
@@ -132,6 +139,25 @@ TEST(BenchClient, LongPromptReportsTheDecodingStreamsGapAndTimeToFirstToken) {
   if (report["decode_covered"].get<bool>()) {
     EXPECT_GT(report["decode_max_gap_s"].get<double>(), 0);
   }
+}
+
+TEST(BenchClient, TurnsResumeFromThePromptCacheAndChangeNoReply) {
+  BenchTarget server(4, /*prompt_cache=*/true);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("turns.json"), prompts = dir->file("prompts.json");
+  ASSERT_TRUE(dir->write_file("prompts.json", R"(["What is two plus two?", "Name a colour.", "Count to five."])").ok());
+  CommandResult run = bench({"--url", server.url(), "--turns", "3", "--conversations", "3", "--shared-tokens", "150",
+                             "--tokens", "8", "--alone", "--prompts", prompts, "--json", json_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("replies compared with cache_prompt: false: 9, differ: 0"), std::string::npos) << run.out;
+  json report = json::parse(read_file(json_path));
+  ASSERT_EQ(report["per_turn"].size(), 3u);
+  // The first turn can only share the common prefix, with a conversation sent a moment before.
+  EXPECT_LE(report["per_turn"][0]["cached_tokens"].get<double>(), 150.0);
+  // Later turns resume: whole pages of what the last turn left (the llama fixture keeps no state).
+  for (int turn : {1, 2}) EXPECT_GT(report["per_turn"][turn]["cached_tokens"].get<double>(), 150.0) << turn;
+  EXPECT_EQ(report["differ"], 0);
 }
 
 TEST(BenchClient, ErrorsAreOneLine) {

@@ -63,6 +63,11 @@ Expected<TimedStream> run_timed_stream(const HttpEndpoint& server, const nlohman
       failure = "the stream failed: " + (has_message ? error["message"].get<std::string>() : error.dump());
       return false;
     }
+    // The usage chunk (stream_options.include_usage): how much of the prompt the cache gave.
+    if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object())
+      if (const auto details = usage->find("prompt_tokens_details"); details != usage->end() && details->is_object())
+        if (const auto cached = details->find("cached_tokens"); cached != details->end() && cached->is_number_integer())
+          stream.cached_tokens = cached->get<int64_t>();
     size_t before = stream.ids.size();
     if (chunk.contains("choices") && chunk["choices"].is_array())
       for (const nlohmann::json& choice : chunk["choices"]) {

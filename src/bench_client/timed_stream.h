@@ -21,6 +21,7 @@ struct TimedStream {
   std::vector<Clock::time_point> token_at;  // [tokens]
   std::vector<int32_t> ids;                 // [tokens]
   Clock::time_point ended;                  // the reply's end (or the hang-up)
+  int64_t cached_tokens = 0;                // usage.prompt_tokens_details.cached_tokens, when sent
 
   // Seconds from sending to the first token; 0 with no tokens.
   double ttft_s() const;

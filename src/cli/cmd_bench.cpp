@@ -8,6 +8,7 @@
 #include "bench_client/bench_report.h"
 #include "bench_client/bench_run.h"
 #include "bench_client/long_prompt.h"
+#include "bench_client/turns.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 
@@ -23,6 +24,8 @@ struct BenchFlags {
   std::string plot_path;
   bool ids = false;
   int long_prompt = 0;
+  bench::TurnsSettings turns;
+  bool turns_given = false;
   int timeout_seconds = 600;
 };
 
@@ -45,7 +48,17 @@ int run_bench(const BenchFlags& flags) {
 
   nlohmann::json report;
   bool exact = true;
-  if (flags.long_prompt > 0) {
+  if (flags.turns_given) {
+    bench::TurnsSettings turns = flags.turns;
+    turns.tokens = flags.sweep.tokens;
+    turns.temperatures = flags.sweep.temperatures;
+    turns.alone = flags.sweep.alone;
+    auto result = bench::run_turns(*target, *prompts, turns, progress);
+    if (!result.ok()) return fail(result.error().message);
+    bench::print_turns(std::cout, *result);
+    report = bench::turns_json(*target, turns, *result);
+    exact = result->differ == 0;
+  } else if (flags.long_prompt > 0) {
     auto result = bench::run_long_prompt(*target, *prompts, flags.long_prompt, flags.sweep.tokens);
     if (!result.ok()) return fail(result.error().message);
     bench::print_long_prompt(std::cout, *result);
@@ -65,7 +78,9 @@ int run_bench(const BenchFlags& flags) {
     std::string text = report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (Status written = write_text(flags.json_path, text); !written.ok()) return fail(written.message());
   }
-  if (!exact) return fail("replies differ from the same requests sent alone");
+  if (!exact)
+    return fail(flags.turns_given ? "replies with the prompt cache differ from the same requests without it"
+                                  : "replies differ from the same requests sent alone");
   return 0;
 }
 
@@ -111,6 +126,25 @@ Command add_bench_command(CLI::App& app) {
   command->add_option("--timeout", flags->timeout_seconds, "the longest wait in seconds for any byte of a reply")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  command->add_option("--turns", flags->turns.turns,
+                      "instead of levels: conversations of this many turns, each turn sending the whole "
+                      "conversation (its reply and a new message appended) with the prompt cache and with "
+                      "cache_prompt: false; reports time to first token per turn; exit 1 if any reply differs "
+                      "(--alone: compared with the cache_prompt: false requests sent one at a time)")
+      ->check(CLI::Range(1, 1000))
+      ->each([flags](const std::string&) { flags->turns_given = true; });
+  command->add_option("--conversations", flags->turns.conversations, "with --turns: conversations sent at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_option("--shared-tokens", flags->turns.shared_tokens,
+                      "with --turns: every conversation starts with the same prefix of this many tokens")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  for (const char* sweep_only : {"--levels", "--reps", "--serial", "--plot"})
+    command->get_option("--turns")->excludes(sweep_only);
+  command->get_option("--turns")->excludes("--long-prompt");
+  for (const char* turns_only : {"--conversations", "--shared-tokens"})
+    command->get_option(turns_only)->needs("--turns");
   for (const char* sweep_only : {"--levels", "--reps", "--temperatures", "--alone", "--serial", "--plot"})
     command->get_option("--long-prompt")->excludes(sweep_only);
   return {command, [flags] { return run_bench(*flags); }};

@@ -21,35 +21,50 @@ uint64_t PrefixCache::key_of(int32_t parent, std::span<const int32_t> block) {
   return key;
 }
 
-int32_t PrefixCache::find(int32_t parent, std::span<const int32_t> block) const {
+int32_t PrefixCache::find(int32_t parent, std::span<const int32_t> block, int32_t page) const {
   auto [begin, end] = index_.equal_range(key_of(parent, block));
   for (auto it = begin; it != end; ++it) {
     const Node& node = nodes_[size_t(it->second)];
-    if (node.parent == parent && std::equal(block.begin(), block.end(), node.tokens.begin(), node.tokens.end()))
+    if (node.parent == parent && node.page == page &&
+        std::equal(block.begin(), block.end(), node.tokens.begin(), node.tokens.end()))
       return it->second;
   }
   return -1;
 }
 
 PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t limit, bool need_snapshot) {
-  Match match;
-  std::vector<int32_t> path;
-  size_t best = 0;
-  int32_t parent = -1;
+  // Depth first: the same blocks may be cached more than once (streams that filled them at the
+  // same time), each copy with what its stream cached after it; the deepest usable end wins.
   limit = std::min<int64_t>(limit, int64_t(tokens.size()));
-  for (int64_t end = page_size_; end <= limit; end += page_size_) {
-    const int32_t node = find(parent, tokens.subspan(size_t(end - page_size_), size_t(page_size_)));
-    if (node < 0) break;
+  const size_t max_depth = size_t(std::max<int64_t>(limit / page_size_, 0));
+  std::vector<int32_t> path, best_path;
+  std::vector<std::pair<int32_t, size_t>> stack;  // (node, its depth: blocks before it)
+  auto push_children = [&](int32_t parent, size_t depth) {
+    if (depth >= max_depth) return;
+    std::span<const int32_t> block = tokens.subspan(depth * size_t(page_size_), size_t(page_size_));
+    auto [begin, end] = index_.equal_range(key_of(parent, block));
+    for (auto it = begin; it != end; ++it) {
+      const Node& node = nodes_[size_t(it->second)];
+      if (node.parent == parent && std::equal(block.begin(), block.end(), node.tokens.begin(), node.tokens.end()))
+        stack.push_back({it->second, depth});
+    }
+  };
+  push_children(-1, 0);
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    path.resize(depth);
     path.push_back(node);
-    parent = node;
-    if (!need_snapshot || nodes_[size_t(node)].snapshot) best = path.size();
+    if ((!need_snapshot || nodes_[size_t(node)].snapshot) && path.size() > best_path.size()) best_path = path;
+    push_children(node, path.size());
   }
-  match.tokens = int64_t(best) * page_size_;
-  for (size_t i = 0; i < best; ++i) {
-    match.pages.push_back(nodes_[size_t(path[i])].page);
-    touch(path[i]);
+  Match match;
+  match.tokens = int64_t(best_path.size()) * page_size_;
+  for (int32_t node : best_path) {
+    match.pages.push_back(nodes_[size_t(node)].page);
+    touch(node);
   }
-  if (need_snapshot && best > 0) match.snapshot = nodes_[size_t(path[best - 1])].snapshot.get();
+  if (need_snapshot && !best_path.empty()) match.snapshot = nodes_[size_t(best_path.back())].snapshot.get();
   return match;
 }
 
@@ -60,8 +75,11 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
   int32_t parent = -1;
   for (int64_t i = 0; i < blocks; ++i) {
     std::span<const int32_t> block = tokens.subspan(size_t(i * page_size_), size_t(page_size_));
-    int32_t node = find(parent, block);
-    if (node >= 0 && nodes_[size_t(node)].page != table.pages[size_t(i)]) return;  // another copy
+    // The stream's own copy of the block: the one with its page. Another stream's copy of the
+    // same ids may hold other bits (a model with state computes a block with its whole chunk),
+    // and a path never runs through a copy its stream did not read: a second copy is cached
+    // beside the first.
+    int32_t node = find(parent, block, table.pages[size_t(i)]);
     if (node < 0) node = add(parent, block, table.pages[size_t(i)]);
     touch(node);
     parent = node;

@@ -2,7 +2,9 @@
 // prompt starting the same way skips filling that part.
 //
 // Blocks of page_size token ids form a tree: a block's parent is the block before it, so a path
-// from the root spells a prefix, and each block names the KV page that holds its positions.
+// from the root spells a prefix, and each block names the KV page that holds its positions. The
+// same ids may be cached twice, from two streams that filled them at once; a lookup takes the
+// copy that leads furthest.
 // Matching compares the ids themselves (the hash only finds candidates), so a hit is never a
 // collision. A block may also carry a snapshot: the recurrent state after its last position,
 // which models with such state need to resume there.
@@ -52,10 +54,11 @@ class PrefixCache {
   // as the deepest block with a snapshot (nothing if none). Marks what it returns as used.
   Match lookup(std::span<const int32_t> tokens, int64_t limit, bool need_snapshot);
 
-  // Caches the whole blocks of tokens[0, length), whose KV is in table's pages. A block already
-  // cached keeps its page; past a block cached with another page nothing more is added (a
-  // cached block's parent is always cached with the page its streams hold). `snapshot`, when
-  // given, is the state after `length` positions (a multiple of the page size).
+  // Caches the whole blocks of tokens[0, length), whose KV is in table's pages. A block cached
+  // with the same page is kept; the same ids cached with another page (another stream filled
+  // them too) stay, and this copy is cached beside them, so that every cached path is one
+  // stream's pages: a block's parent is always held by the streams that hold it. `snapshot`,
+  // when given, is the state after `length` positions (a multiple of the page size).
   void insert(std::span<const int32_t> tokens, const PageTable& table, int64_t length,
               std::unique_ptr<StateSnapshot> snapshot = nullptr);
 
@@ -87,7 +90,8 @@ class PrefixCache {
   };
 
   static uint64_t key_of(int32_t parent, std::span<const int32_t> block);
-  int32_t find(int32_t parent, std::span<const int32_t> block) const;
+  // The copy of `block` after `parent` that holds `page`, or -1.
+  int32_t find(int32_t parent, std::span<const int32_t> block, int32_t page) const;
   int32_t add(int32_t parent, std::span<const int32_t> block, int32_t page);
   void touch(int32_t node);
   bool evictable(int32_t node) const;

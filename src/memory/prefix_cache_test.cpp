@@ -115,15 +115,24 @@ TEST(PrefixCache, SnapshotsLimitTheMatchAndStayWithinTheirBytes) {
   EXPECT_EQ(cache.stats().snapshots, 2);
 }
 
-TEST(PrefixCache, AnotherCopyOfACachedBlockStopsTheInsert) {
+TEST(PrefixCache, TwoCopiesOfTheSameBlocksEachLeadToTheirOwnStreamsBlocks) {
   KvPagePool pool(16, kPage);
-  PrefixCache cache(pool, 0);
-  const std::vector<int32_t> tokens = ids(0, 12);
-  PageTable first = filled(pool, 8), second = filled(pool, 12);
-  cache.insert(tokens, first, 8);
-  cache.insert(tokens, second, 12);  // its first block is cached with another page
-  EXPECT_EQ(cache.stats().pages, 2);
-  EXPECT_EQ(cache.lookup(tokens, 12, false).tokens, 8);
+  PrefixCache cache(pool, 100);
+  // Two streams filled the same first two blocks at once, then went their own ways.
+  std::vector<int32_t> a = ids(0, 16), b = ids(0, 16);
+  for (size_t i = 8; i < 16; ++i) b[i] = int32_t(100 + i);
+  PageTable first = filled(pool, 16), second = filled(pool, 16);
+  cache.insert(a, first, 16, snapshot(10, std::byte{1}));
+  cache.insert(b, second, 16, snapshot(10, std::byte{2}));
+  EXPECT_EQ(cache.stats().pages, 8);  // b's copy of the shared blocks is cached beside a's
+  // Each lookup follows the copy that leads to its own blocks, pages and snapshot.
+  PrefixCache::Match match = cache.lookup(b, 16, true);
+  EXPECT_EQ(match.tokens, 16);
+  EXPECT_EQ(match.pages, second.pages);
+  EXPECT_EQ(match.snapshot->front(), std::byte{2});
+  match = cache.lookup(a, 16, true);
+  EXPECT_EQ(match.pages, first.pages);
+  EXPECT_EQ(match.snapshot->front(), std::byte{1});
 }
 
 TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
