@@ -90,5 +90,40 @@ TEST(TinyModel, SeededSamplingIsReproducible) {
   for (auto& reply : again) EXPECT_EQ(reply.get().ids, first.ids);
 }
 
+// A chat of several turns on the embedded model (a Nemotron-H: Mamba state), each turn sending
+// the whole conversation again: with the prompt cache, turns after the first resume at a fill
+// cut of the turn before, and every reply equals the one from a server without the cache.
+TEST(TinyModel, AMultiTurnChatResumesFromThePromptCacheAtFillCuts) {
+  TestServerOptions options;
+  options.parallel = 4;
+  TestServer plain(tiny_model(), "tiny-arith", options);
+  options.prompt_cache = true;
+  TestServer cached(tiny_model(), "tiny-arith", options);
+  std::vector<Question> questions = heldout();
+  json messages = json::array();
+  int64_t previous_prompt = 0, resumed = 0;
+  for (int turn = 0; turn < 6; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", questions[size_t(turn) * 7].question}});
+    json body = {{"messages", messages}, {"max_tokens", 24}, {"return_token_ids", true}};
+    if (turn % 2) body["temperature"] = 0.8, body["seed"] = 100 + turn;
+    HttpReply off = http_request(plain.port(), "POST", "/v1/chat/completions", body.dump());
+    HttpReply on = http_request(cached.port(), "POST", "/v1/chat/completions", body.dump());
+    ASSERT_EQ(off.status, 200) << off.body;
+    ASSERT_EQ(on.status, 200) << on.body;
+    const json without = json::parse(off.body), with = json::parse(on.body);
+    EXPECT_EQ(with["choices"][0]["token_ids"], without["choices"][0]["token_ids"]) << "turn " << turn;
+    // A state model resumes only at a fill cut (the test server's chunk is 64): here the last
+    // cut of the turn before, whose prompt starts this one.
+    const int64_t hit = with["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_EQ(hit, previous_prompt / 64 * 64) << "turn " << turn;
+    resumed += hit;
+    previous_prompt = with["usage"]["prompt_tokens"];
+    messages.push_back(with["choices"][0]["message"]);
+  }
+  EXPECT_GT(resumed, 0);
+  EXPECT_EQ(cached.api().lanes().stats().unreserved_pages, cached.info().kv_pages);
+  EXPECT_GT(cached.api().lanes().stats().cache.snapshots, 0);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lanes/lane_host.h"
+#include "lanes/lane_test_support.h"
 #include "lanes/recording_runner.h"
 
 namespace lockstep {
@@ -13,11 +14,6 @@ namespace {
 
 constexpr int64_t kVocab = 97;
 constexpr int64_t kChunk = 32;
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::optional<StreamEnd> end;
-};
 
 std::vector<int32_t> tokens_of(int64_t length, int32_t first) {
   std::vector<int32_t> tokens;
@@ -33,26 +29,7 @@ GenerateRequest request_of(std::vector<int32_t> prompt, int64_t max_tokens) {
   return request;
 }
 
-std::vector<int32_t> alone_ids(const GenerateRequest& request) {
-  std::vector<int32_t> tokens = request.prompt, ids;
-  for (int64_t i = 0; i < request.max_tokens; ++i) {
-    ids.push_back(RecordingRunner::next_id(tokens, kVocab));
-    tokens.push_back(ids.back());
-  }
-  return ids;
-}
-
-StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
-  auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
-                                                    [&outcome](const StreamEnd& end) { outcome.end = end; }});
-  EXPECT_TRUE(submitted.handle.has_value()) << (submitted.error ? submitted.error->message : "");
-  return submitted.handle.value_or(StreamHandle());
-}
-
-void run_until_idle(LaneHost& host) {
-  for (int i = 0; i < 1000000 && host.step(); ++i) {
-  }
-}
+std::vector<int32_t> alone_ids(const GenerateRequest& request) { return RecordingRunner::alone_ids(request, kVocab); }
 
 // Runs one request alone to its end; returns its outcome and the position its fill began at.
 struct Served {

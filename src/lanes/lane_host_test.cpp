@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lanes/lane_test_support.h"
 #include "lanes/recording_runner.h"
 
 #include <random>
@@ -14,11 +15,6 @@ namespace {
 
 constexpr int64_t kVocab = 97;
 
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::optional<StreamEnd> end;
-};
-
 GenerateRequest request_of(int64_t prompt_length, int64_t max_tokens, int32_t first = 1) {
   GenerateRequest request;
   for (int64_t i = 0; i < prompt_length; ++i) request.prompt.push_back(int32_t((first + i * 13) % kVocab));
@@ -27,27 +23,7 @@ GenerateRequest request_of(int64_t prompt_length, int64_t max_tokens, int32_t fi
   return request;
 }
 
-StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
-  auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
-                                                    [&outcome](const StreamEnd& end) { outcome.end = end; }});
-  EXPECT_TRUE(submitted.handle.has_value()) << (submitted.error ? submitted.error->message : "");
-  return submitted.handle.value_or(StreamHandle());
-}
-
-// The ids a stream of this request gets from the fake runner, computed by hand.
-std::vector<int32_t> expected_ids(const GenerateRequest& request) {
-  std::vector<int32_t> tokens = request.prompt, ids;
-  for (int64_t i = 0; i < request.max_tokens; ++i) {
-    ids.push_back(RecordingRunner::next_id(tokens, kVocab));
-    tokens.push_back(ids.back());
-  }
-  return ids;
-}
-
-void run_until_idle(LaneHost& host) {
-  for (int i = 0; i < 100000 && host.step(); ++i) {
-  }
-}
+std::vector<int32_t> expected_ids(const GenerateRequest& request) { return RecordingRunner::alone_ids(request, kVocab); }
 
 class LaneHostTest : public ::testing::Test {
  protected:

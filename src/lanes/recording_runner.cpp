@@ -38,6 +38,15 @@ int32_t RecordingRunner::next_id(std::span<const int32_t> tokens, int64_t vocab)
   return id_of(hash, hash, vocab);
 }
 
+std::vector<int32_t> RecordingRunner::alone_ids(const GenerateRequest& request, int64_t vocab) {
+  std::vector<int32_t> tokens = request.prompt, ids;
+  for (int64_t i = 0; i < request.max_tokens; ++i) {
+    ids.push_back(next_id(tokens, vocab));
+    tokens.push_back(ids.back());
+  }
+  return ids;
+}
+
 Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
   const ForwardBatch& batch = plan.batch;
   const size_t rows = batch.tokens.size(), picks = batch.logit_rows.size();

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "lanes/request.h"
 #include "lanes/step_runner.h"
 
 namespace lockstep {
@@ -41,6 +42,8 @@ class RecordingRunner final : public StepRunner {
 
   // The id the fake picks after `tokens` (positions 0 to tokens.size() - 1) read right.
   static int32_t next_id(std::span<const int32_t> tokens, int64_t vocab);
+  // The ids a stream of `request` gets alone (its max_tokens of them; end ids not checked).
+  static std::vector<int32_t> alone_ids(const GenerateRequest& request, int64_t vocab);
 
   std::vector<Call> calls;
   std::vector<StateCopy> saves, loads;

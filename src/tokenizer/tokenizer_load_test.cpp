@@ -166,16 +166,19 @@ TEST_F(TokenizerLoadTest, AddedTokenOptions) {
   EXPECT_FALSE((*tokenizer)->is_special(29));
 }
 
+// Hugging Face's ByteFallback decoder test's tokens: "a", the bytes of 叫 (E5 8F AB), "▁", with
+// SentencePiece's decoder (▁ to space, byte runs, fused).
+const json kByteFallbackVocab = {{"a", 0}, {"<0xE5>", 1}, {"<0x8f>", 2}, {"<0xab>", 3}, {"▁", 4}};
+const json kByteFallbackDecoder = {{"type", "Sequence"},
+                                   {"decoders",
+                                    {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                                     {{"type", "ByteFallback"}},
+                                     {{"type", "Fuse"}}}}};
+
 TEST_F(TokenizerLoadTest, ByteFallbackDecodingAndStreaming) {
   // Hugging Face's ByteFallback decoder test: a run of byte tokens is one string if it is valid
   // UTF-8, else one U+FFFD per byte.
-  json vocab = {{"a", 0}, {"<0xE5>", 1}, {"<0x8f>", 2}, {"<0xab>", 3}, {"▁", 4}};
-  json decoder = {{"type", "Sequence"},
-                  {"decoders",
-                   {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-                    {{"type", "ByteFallback"}},
-                    {{"type", "Fuse"}}}}};
-  auto tokenizer = load(with_vocab(vocab, {{"decoder", decoder}}));
+  auto tokenizer = load(with_vocab(kByteFallbackVocab, {{"decoder", kByteFallbackDecoder}}));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
   const Tokenizer& t = **tokenizer;
   EXPECT_EQ(t.decode({1, 2, 3, 0}), "叫a");
@@ -195,13 +198,7 @@ TEST_F(TokenizerLoadTest, ByteFallbackDecodingAndStreaming) {
 TEST_F(TokenizerLoadTest, LongByteRunsStreamInLinearTime) {
   // 30,000 byte tokens in one run (10,000 times 叫): held back whole until a normal token, and
   // not decoded again at each token (which took seconds under the sanitizers).
-  json vocab = {{"a", 0}, {"<0xE5>", 1}, {"<0x8F>", 2}, {"<0xAB>", 3}, {"▁", 4}};
-  json decoder = {{"type", "Sequence"},
-                  {"decoders",
-                   {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
-                    {{"type", "ByteFallback"}},
-                    {{"type", "Fuse"}}}}};
-  auto tokenizer = load(with_vocab(vocab, {{"decoder", decoder}}));
+  auto tokenizer = load(with_vocab(kByteFallbackVocab, {{"decoder", kByteFallbackDecoder}}));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
   std::vector<int32_t> ids = {4};
   for (int i = 0; i < 10000; ++i) ids.insert(ids.end(), {1, 2, 3});

@@ -1,0 +1,31 @@
+// What the lane-host tests share: a stream's outcome as its events report it, submitting to
+// record one, and stepping a host until it has nothing left to do.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "lanes/lane_host.h"
+
+namespace lockstep {
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::optional<StreamEnd> end;
+};
+
+inline StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
+  auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
+                                                    [&outcome](const StreamEnd& end) { outcome.end = end; }});
+  EXPECT_TRUE(submitted.handle.has_value()) << (submitted.error ? submitted.error->message : "");
+  return submitted.handle.value_or(StreamHandle());
+}
+
+inline void run_until_idle(LaneHost& host) {
+  for (int i = 0; i < 1000000 && host.step(); ++i) {
+  }
+}
+
+}  // namespace lockstep
