@@ -27,6 +27,19 @@ PrefixCache::Match LaneHost::cached_prefix(const Stream& stream) {
   return match;
 }
 
+void LaneHost::take_longer_prefix(Stream& stream) {
+  if (!caches(stream) || stream.next_chunk != 0) return;
+  const PrefixCache::Match cached = cached_prefix(stream);
+  if (cached.tokens <= stream.cached) return;
+  if (!memory_.extend_shared(stream.memory, stream_length_bound(runner_.info(), stream.request), cached)) return;
+  if (cached.snapshot) runner_.load_state(cached.snapshot->data(), stream.memory.slot);
+  std::lock_guard lock(mutex_);
+  stats_.cache_hits += stream.cached == 0;
+  stats_.cached_tokens += uint64_t(cached.tokens - stream.cached);
+  stream.cached = cached.tokens;
+  stream.plan = fill_plan(stream.cached, int64_t(stream.tokens.size()), settings_.chunk_size);
+}
+
 bool LaneHost::is_snapshot_cut(const Stream& stream, int64_t position) const {
   const int64_t chunk = settings_.chunk_size;
   if (position <= 0 || position % chunk != 0) return false;

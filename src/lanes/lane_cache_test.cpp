@@ -162,6 +162,28 @@ TEST_P(LaneCacheTest, StreamsRunningTogetherShareAPrefixAndItsPages) {
   EXPECT_EQ(after.active, 0);
 }
 
+TEST_P(LaneCacheTest, StreamsAdmittedTogetherFillASharedPrefixOnce) {
+  LaneHost host(runner, cached_settings());
+  const std::vector<int32_t> system = tokens_of(128, 9);
+  std::vector<std::vector<int32_t>> prompts(3, system);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int32_t token : tokens_of(10 + int64_t(i), int32_t(50 + 10 * i))) prompts[i].push_back(token);
+  std::vector<Outcome> outcomes(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) submit(host, request_of(prompts[i], 6), outcomes[i]);
+  run_until_idle(host);
+  // The oldest fills the shared prefix; the others, admitted with it, resume from what it
+  // cached instead of filling it again.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(outcomes[i].ids, alone_ids(request_of(prompts[i], 6))) << "stream " << i;
+    EXPECT_EQ(outcomes[i].end->cached_tokens, i == 0 ? 0 : 128) << "stream " << i;
+  }
+  int64_t filled = 0;
+  for (const auto& call : runner.calls)
+    if (call.tokens.size() > 1 || call.positions.front() < int32_t(prompts[0].size())) filled += int64_t(call.tokens.size());
+  EXPECT_LT(filled, 128 + 3 * 40);  // the prefix once, and each stream's own tokens
+  EXPECT_EQ(host.stats().unreserved_pages, 256);
+}
+
 TEST_P(LaneCacheTest, ARequestCanSkipTheCache) {
   LaneHost host(runner, cached_settings());
   GenerateRequest request = request_of(tokens_of(100, 1), 5);

@@ -169,6 +169,9 @@ class LaneHost {
   // Prompt cache (lane_cache.cpp): where a stream may start, what it leaves for later streams.
   bool caches(const Stream& stream) const;
   PrefixCache::Match cached_prefix(const Stream& stream);
+  // Before a stream's first fill chunk: streams admitted together with it may have cached more
+  // of its prompt since its lookup (the oldest fills first); resume from that instead.
+  void take_longer_prefix(Stream& stream);
   // After a fill chunk ending at `end` ran: cache what it completed.
   void cache_fill(Stream& stream, int64_t end);
   // Before a stream's memory goes back: cache what it wrote that a later stream can resume.

@@ -7,6 +7,7 @@
 namespace lockstep {
 
 void LaneHost::fill_step(Stream& stream) {
+  take_longer_prefix(stream);
   const FillChunk chunk = stream.plan[stream.next_chunk];
   const bool last = stream.next_chunk + 1 == stream.plan.size();
   memory_.grow(stream.memory, chunk.end);

@@ -1,5 +1,6 @@
 #include "memory/stream_memory.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace lockstep {
@@ -61,6 +62,24 @@ void StreamMemory::grow(StreamMemoryHold& hold, int64_t length) {
     --promised_;
     ++streams_hold_;
   }
+}
+
+bool StreamMemory::extend_shared(StreamMemoryHold& hold, int64_t length, const PrefixCache::Match& cached) {
+  const size_t shared = size_t(hold.shared_pages);
+  if (hold.table.pages.size() != shared || cached.pages.size() <= shared ||
+      !std::equal(hold.table.pages.begin(), hold.table.pages.end(), cached.pages.begin()))
+    return false;
+  for (size_t i = shared; i < cached.pages.size(); ++i) {
+    const int32_t page = cached.pages[i];
+    streams_hold_ += stream_holders(page) == 0;
+    pages_.retain(page);
+    hold.table.pages.push_back(page);
+  }
+  hold.shared_pages = int32_t(cached.pages.size());
+  const int32_t reserved = std::max(0, pages_.pages_for(length) - hold.shared_pages);
+  promised_ -= hold.reserved_pages - reserved;
+  hold.reserved_pages = reserved;
+  return true;
 }
 
 void StreamMemory::release(StreamMemoryHold& hold) {

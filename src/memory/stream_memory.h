@@ -56,6 +56,10 @@ class StreamMemory {
   [[nodiscard]] std::optional<StreamMemoryHold> admit(int64_t length, const PrefixCache::Match* cached = nullptr);
   // Gives `hold` pages to reach `length` positions, within its reservation.
   void grow(StreamMemoryHold& hold, int64_t length);
+  // A hold that has taken no page of its own yet starts with `cached` instead of its shorter
+  // cached prefix: `cached.pages` must begin with the hold's table. The extra pages come out of
+  // its reservation, so this never needs more room. False, changing nothing, otherwise.
+  bool extend_shared(StreamMemoryHold& hold, int64_t length, const PrefixCache::Match& cached);
   // Returns the hold's pages, reservation and slot.
   void release(StreamMemoryHold& hold);
 
