@@ -190,6 +190,7 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
        "--context 5000 is past this model's maximum of 4096"},
       {"threads_with_cuda", {"--tokens", "1", "--backend", "cuda"}, "--threads sets the CPU backend's threads"},
       {"negative_prompt_cache", {"--prompt-cache-gib", "-1"}, "--prompt-cache-gib", "serve"},
+      {"prompt_cache_past_memory", {"--prompt-cache-gib", "1000000"}, "is more than this machine's memory", "serve"},
   };
   return cases;
 }

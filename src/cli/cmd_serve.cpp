@@ -1,13 +1,16 @@
 // lockstep serve: the OpenAI-compatible HTTP server over the lane host.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <thread>
 
 #include "cli/cli_common.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "runner/model_runner.h"
 #include "http/http_server.h"
@@ -29,6 +32,7 @@ struct ServeFlags {
   bool no_thinking = false;
   bool no_drafts = false;
   double prompt_cache_gib = 8;
+  bool prompt_cache_gib_given = false;
   HttpSettings http;
 };
 
@@ -77,11 +81,20 @@ int run_serve(const ServeFlags& flags) {
   auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
 
+  // The prompt cache's snapshots are host memory: an explicit size past the machine's memory is
+  // refused; the default takes at most a quarter of it.
+  double cache_gib = flags.prompt_cache_gib;
+  const double physical_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+  if (physical_gib > 0 && flags.prompt_cache_gib_given && cache_gib > physical_gib)
+    return fail("--prompt-cache-gib: " + format_bytes(cache_gib * double(1 << 30)) + " is more than this machine's memory (" +
+                format_bytes(physical_gib * double(1 << 30)) + ")");
+  if (physical_gib > 0 && !flags.prompt_cache_gib_given) cache_gib = std::min(cache_gib, physical_gib / 4);
+
   ServeSettings settings;
   settings.model_name = folder_name(model_flags.model_dir);
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
-  settings.lanes.prompt_cache = flags.prompt_cache_gib > 0;
-  settings.lanes.snapshot_bytes = size_t(flags.prompt_cache_gib * double(1 << 30));
+  settings.lanes.prompt_cache = cache_gib > 0;
+  settings.lanes.snapshot_bytes = size_t(cache_gib * double(1 << 30));
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);
@@ -147,10 +160,11 @@ Command add_serve_command(CLI::App& app) {
   command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
   command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
   command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,
-                      "host memory for the prompt cache's state snapshots, in GiB; its KV pages use the KV pages no "
-                      "stream holds (0: the prompt cache is off)")
+                      "host memory for the prompt cache's state snapshots, in GiB (default 8, at most a quarter "
+                      "of the machine's memory); its KV pages use the KV pages no stream holds (0: the prompt "
+                      "cache is off)")
       ->check(CLI::Range(0.0, 1048576.0))
-      ->capture_default_str();
+      ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
   command->add_flag("--no-drafts", flags->no_drafts,
                     "no MTP drafts (no model lockstep runs has an MTP head yet, so there are none either way)");
   return {command, [flags] { return run_serve(*flags); }};
