@@ -31,11 +31,20 @@ void LaneHost::take_longer_prefix(Stream& stream) {
   if (!caches(stream) || stream.next_chunk != 0) return;
   const PrefixCache::Match cached = cached_prefix(stream);
   if (cached.tokens <= stream.cached) return;
-  if (!memory_.extend_shared(stream.memory, stream_length_bound(runner_.info(), stream.request), cached)) return;
+  if (memory_.extend_shared(stream.memory, stream_length_bound(runner_.info(), stream.request), cached))
+    start_from(stream, cached);
+}
+
+void LaneHost::start_from(Stream& stream, const PrefixCache::Match& cached) {
+  // A cached prefix is not filled again; the state of models that keep one starts where the
+  // snapshot left it. The plan's cuts are the whole prompt's (fill_plan cuts at absolute
+  // positions), so the chunks that do run are the ones a cold fill runs.
   if (cached.snapshot) runner_.load_state(cached.snapshot->data(), stream.memory.slot);
-  std::lock_guard lock(mutex_);
-  stats_.cache_hits += stream.cached == 0;
-  stats_.cached_tokens += uint64_t(cached.tokens - stream.cached);
+  {
+    std::lock_guard lock(mutex_);
+    stats_.cache_hits += stream.cached == 0 && cached.tokens > 0;
+    stats_.cached_tokens += uint64_t(cached.tokens - stream.cached);
+  }
   stream.cached = cached.tokens;
   stream.plan = fill_plan(stream.cached, int64_t(stream.tokens.size()), settings_.chunk_size);
 }

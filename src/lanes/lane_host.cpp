@@ -142,22 +142,13 @@ void LaneHost::admit() {
     next.memory = std::move(*hold);
     next.admitted = true;
     next.tokens = next.request.prompt;
-    // A cached prefix is not filled again; the state of models that keep one starts where the
-    // snapshot left it. The plan's cuts are the whole prompt's (fill_plan cuts at absolute
-    // positions), so the chunks that do run are the ones a cold fill runs.
-    if (cached.snapshot) runner_.load_state(cached.snapshot->data(), next.memory.slot);
-    next.cached = cached.tokens;
-    next.plan = fill_plan(next.cached, int64_t(next.tokens.size()), settings_.chunk_size);
+    start_from(next, cached);
     active_.push_back(std::move(queued_.front()));
     queued_.pop_front();
     std::lock_guard lock(mutex_);
     --stats_.queued;
     ++stats_.active;
-    if (caches(*active_.back())) {
-      ++stats_.cache_lookups;
-      stats_.cache_hits += cached.tokens > 0;
-      stats_.cached_tokens += uint64_t(cached.tokens);
-    }
+    if (caches(*active_.back())) ++stats_.cache_lookups;
     note_memory();
   }
 }

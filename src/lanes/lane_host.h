@@ -172,6 +172,8 @@ class LaneHost {
   // Before a stream's first fill chunk: streams admitted together with it may have cached more
   // of its prompt since its lookup (the oldest fills first); resume from that instead.
   void take_longer_prefix(Stream& stream);
+  // Plans the stream's fill from the end of `cached` (empty: from 0), restoring its snapshot.
+  void start_from(Stream& stream, const PrefixCache::Match& cached);
   // After a fill chunk ending at `end` ran: cache what it completed.
   void cache_fill(Stream& stream, int64_t end);
   // Before a stream's memory goes back: cache what it wrote that a later stream can resume.

@@ -238,36 +238,37 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   return logits;
 }
 
-// A slot's state: each Mamba layer's conv state, then its SSM state, in layer order.
+namespace {
+
+// A slot's state, part by part: each Mamba layer's conv state, then its SSM state, in layer order.
+template <class Visit>
+void for_each_state_part(const std::vector<NemotronLayer>& layers, int32_t slot, Visit visit) {
+  for (const NemotronLayer& layer : layers)
+    if (layer.kind == LayerKind::mamba)
+      for (const OwnedTensor* state : {&layer.mamba.conv_state, &layer.mamba.ssm_state})
+        visit(state->view().first_dim_slice(slot, 1));
+}
+
+}  // namespace
+
 size_t NemotronModel::state_bytes() const {
   size_t bytes = 0;
-  for (const NemotronLayer& layer : layers_)
-    if (layer.kind == LayerKind::mamba)
-      bytes += layer.mamba.conv_state.view().first_dim_slice(0, 1).bytes() +
-               layer.mamba.ssm_state.view().first_dim_slice(0, 1).bytes();
+  for_each_state_part(layers_, 0, [&](const Tensor& part) { bytes += part.bytes(); });
   return bytes;
 }
 
 void NemotronModel::save_state(int32_t slot, std::byte* dst) {
-  for (const NemotronLayer& layer : layers_) {
-    if (layer.kind != LayerKind::mamba) continue;
-    for (const OwnedTensor* state : {&layer.mamba.conv_state, &layer.mamba.ssm_state}) {
-      const Tensor part = state->view().first_dim_slice(slot, 1);
-      backend_.download(dst, part);
-      dst += part.bytes();
-    }
-  }
+  for_each_state_part(layers_, slot, [&](const Tensor& part) {
+    backend_.download(dst, part);
+    dst += part.bytes();
+  });
 }
 
 void NemotronModel::load_state(const std::byte* src, int32_t slot) {
-  for (const NemotronLayer& layer : layers_) {
-    if (layer.kind != LayerKind::mamba) continue;
-    for (const OwnedTensor* state : {&layer.mamba.conv_state, &layer.mamba.ssm_state}) {
-      const Tensor part = state->view().first_dim_slice(slot, 1);
-      backend_.upload(part, src);
-      src += part.bytes();
-    }
-  }
+  for_each_state_part(layers_, slot, [&](const Tensor& part) {
+    backend_.upload(part, src);
+    src += part.bytes();
+  });
 }
 
 }  // namespace lockstep::nemotron_h
