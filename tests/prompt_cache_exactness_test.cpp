@@ -13,7 +13,7 @@ LaneSettings cache_on(int32_t streams) {
   settings.chunk_size = kChunk;
   settings.max_streams = streams;
   settings.prompt_cache = true;
-  settings.snapshot_bytes = size_t(1) << 30;
+  settings.host_bytes = size_t(1) << 30;
   settings.snapshot_every = 1;  // a snapshot at every cut
   return settings;
 }
@@ -83,6 +83,39 @@ TEST_P(PromptCacheExactness, ConcurrentTurnsOfSeveralConversationsMatchTheAloneR
   EXPECT_GT(cached, 0u);
   EXPECT_EQ(host.stats().cached_tokens, cached);
   EXPECT_EQ(host.stats().unreserved_pages, model->info().kv_pages);
+}
+
+TEST_P(PromptCacheExactness, PagesEvictedToHostMemoryResumeToTheAloneIds) {
+  // 32 pages of 16: one 300-token conversation and not two, so the second pushes the first's
+  // pages out to host memory, and the first's next turn copies them back.
+  ModelOptions options;
+  options.max_rows = 64;
+  options.max_context = 512;
+  options.kv_pages = 32;
+  options.state_slots = 4;
+  auto small = load_model(test_data(family), *backend, options);
+  ASSERT_TRUE(small.ok()) << small.error().message;
+  ModelRunner runner(**small);
+  ASSERT_GT(runner.page_bytes(), 0u);
+  LaneHost host(runner, cache_on(1));
+  GenerateRequest first = requests(5, false, 47)[4], other = requests(5, true, 53)[4];  // 300 tokens each
+  for (GenerateRequest* request : {&first, &other}) {
+    LaneResult result;
+    submit(host, *request, result);
+    run_until_idle(host);
+    ASSERT_EQ(result.ids, alone(*request));
+    if (request == &first) first.prompt.insert(first.prompt.end(), result.ids.begin(), result.ids.end());
+  }
+  EXPECT_GT(host.stats().cache.host_pages, 0);
+  for (int i = 0; i < 12; ++i) first.prompt.push_back(int32_t(7 * i + 3));
+  first.max_tokens = 6;
+  LaneResult next;
+  submit(host, first, next);
+  run_until_idle(host);
+  EXPECT_EQ(next.ids, alone(first));
+  ASSERT_TRUE(next.end.has_value());
+  EXPECT_GT(next.end->cached_tokens, 0);
+  EXPECT_GT(host.stats().cache.restored_pages, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PromptCacheExactness, ::testing::ValuesIn(families_and_backends()),

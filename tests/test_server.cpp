@@ -22,7 +22,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   settings.model_name = model_name;
   settings.lanes = {64, options.parallel, options.max_queue};
   settings.lanes.prompt_cache = options.prompt_cache;
-  settings.lanes.snapshot_bytes = size_t(1) << 28;
+  settings.lanes.host_bytes = size_t(1) << 28;
   runner_ = std::make_unique<ModelRunner>(*model_);
   api_ = std::make_unique<OpenAiServer>(*runner_, text_, settings);
   HttpSettings http;

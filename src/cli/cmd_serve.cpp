@@ -94,7 +94,7 @@ int run_serve(const ServeFlags& flags) {
   settings.model_name = folder_name(model_flags.model_dir);
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
-  settings.lanes.snapshot_bytes = size_t(cache_gib * double(1 << 30));
+  settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);

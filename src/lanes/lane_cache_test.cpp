@@ -52,7 +52,7 @@ LaneSettings cached_settings(int32_t max_streams = 4) {
   settings.max_streams = max_streams;
   settings.max_queue = 64;
   settings.prompt_cache = true;
-  settings.snapshot_bytes = 1 << 20;
+  settings.host_bytes = 1 << 20;
   settings.snapshot_every = 2;
   return settings;
 }
@@ -196,12 +196,11 @@ TEST_P(LaneCacheTest, ARequestCanSkipTheCache) {
   EXPECT_EQ(host.stats().cache_lookups, 1u);
 }
 
-TEST_P(LaneCacheTest, EvictionUnderPressureKeepsEveryStreamExact) {
-  // 40 pages: room for two streams of 300 positions, and little else. Cached pages must give
-  // way to every admission, and a stream's ids never change.
-  RecordingRunner small{kVocab, 64, 1024, 16, 40, keeps_state() ? 4 : 0};
+// 40 pages: room for two streams of 300 positions, and little else. Cached pages must give way
+// to every admission, and a stream's ids never change. Returns the lane host's stats.
+LaneStats serve_under_pressure(RecordingRunner& small, size_t host_bytes) {
   LaneSettings settings = cached_settings(2);
-  settings.snapshot_bytes = 3 * small.state_bytes();  // room for three snapshots
+  settings.host_bytes = host_bytes;
   LaneHost host(small, settings);
   std::mt19937 random(7);
   std::vector<std::vector<int32_t>> prompts;
@@ -221,9 +220,41 @@ TEST_P(LaneCacheTest, EvictionUnderPressureKeepsEveryStreamExact) {
   for (int i = 0; i < 60; ++i) EXPECT_EQ(outcomes[size_t(i)].ids, alone_ids(requests[size_t(i)])) << "stream " << i;
   const LaneStats stats = host.stats();
   EXPECT_GT(stats.cache_hits, 0u);
-  EXPECT_GT(stats.cache.evicted_pages, 0u);
+  EXPECT_GT(stats.cache.evicted_pages + stats.cache.spilled_pages, 0u);
   EXPECT_EQ(stats.unreserved_pages, 40);
-  EXPECT_LE(stats.cache.snapshot_bytes, int64_t(settings.snapshot_bytes));
+  EXPECT_LE(stats.cache.host_bytes, int64_t(host_bytes));
+  return stats;
+}
+
+TEST_P(LaneCacheTest, EvictionUnderPressureKeepsEveryStreamExact) {
+  RecordingRunner small{kVocab, 64, 1024, 16, 40, keeps_state() ? 4 : 0};
+  // Host room for three snapshots and no page.
+  const LaneStats stats = serve_under_pressure(small, 3 * std::max<size_t>(small.state_bytes(), 1));
+  EXPECT_EQ(stats.cache.spilled_pages, 0u);
+}
+
+TEST_P(LaneCacheTest, PagesEvictedToHostMemoryComeBackExact) {
+  RecordingRunner small{kVocab, 64, 1024, 16, 40, keeps_state() ? 4 : 0};
+  const LaneStats stats = serve_under_pressure(small, 1 << 20);
+  EXPECT_GT(stats.cache.spilled_pages, 0u);
+  EXPECT_GT(stats.cache.restored_pages, 0u);
+  EXPECT_EQ(small.page_loads.size(), stats.cache.restored_pages);
+}
+
+TEST_P(LaneCacheTest, ATurnEvictedToTheHostResumesAsIfItHadStayed) {
+  // 24 pages: a second conversation pushes the first one's pages out of device memory.
+  RecordingRunner small{kVocab, 64, 1024, 16, 24, keeps_state() ? 4 : 0};
+  LaneHost host(small, cached_settings(1));
+  const GenerateRequest first = request_of(tokens_of(300, 2), 4);
+  run_one(host, small, first);
+  run_one(host, small, request_of(tokens_of(300, 50), 4));
+  EXPECT_GT(host.stats().cache.host_pages, 0);
+  Served again = run_one(host, small, first);
+  EXPECT_EQ(again.outcome.ids, alone_ids(first));
+  // State: the snapshot at the last cut, 288. Attention: every whole page below 299.
+  EXPECT_EQ(again.outcome.end->cached_tokens, 288);
+  EXPECT_EQ(again.first_filled, 288);
+  EXPECT_FALSE(small.page_loads.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LaneCacheTest, ::testing::Bool(),

@@ -10,11 +10,24 @@ void StreamHandle::cancel() const {
   if (host_) host_->wake();
 }
 
+namespace {
+
+// The prompt cache keeps evicted pages in host memory through the runner's copies.
+PageCopies page_copies(StepRunner& runner) {
+  PageCopies copies;
+  copies.bytes = runner.page_bytes();
+  copies.save = [&runner](int32_t page, std::byte* dst) { runner.save_page(page, dst); };
+  copies.load = [&runner](const std::byte* src, int32_t page) { runner.load_page(src, page); };
+  return copies;
+}
+
+}  // namespace
+
 LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
     : runner_(runner),
       settings_(settings),
       memory_(StreamMemorySettings{runner.info().kv_pages, runner.info().page_size, runner.info().state_slots,
-                                   settings.prompt_cache, settings.snapshot_bytes}) {
+                                   settings.prompt_cache, settings.host_bytes, page_copies(runner)}) {
   const ModelInfo& info = runner.info();
   note_memory();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));

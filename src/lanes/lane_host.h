@@ -42,9 +42,9 @@ struct LaneSettings {
   int32_t max_streams = 8;   // streams admitted at once (--parallel)
   int32_t max_queue = 64;    // streams waiting for admission; past it submit() refuses
   // The prompt cache (memory/prefix_cache.h): off, or on with this much host memory for
-  // snapshots of recurrent state.
+  // snapshots of recurrent state and the KV pages it evicts from the device.
   bool prompt_cache = false;
-  size_t snapshot_bytes = 0;
+  size_t host_bytes = 0;
   int32_t snapshot_every = 16;  // chunks between snapshots of a long prompt's state
 };
 

@@ -112,4 +112,16 @@ void RecordingRunner::load_state(const std::byte* src, int32_t slot) {
   loads.push_back({slot, states_[size_t(slot)].position});
 }
 
+size_t RecordingRunner::page_bytes() const { return size_t(info_.page_size) * sizeof(int32_t); }
+
+void RecordingRunner::save_page(int32_t page, std::byte* dst) {
+  std::memcpy(dst, &cells_.at(size_t(page) * size_t(info_.page_size)), page_bytes());
+  page_saves.push_back(page);
+}
+
+void RecordingRunner::load_page(const std::byte* src, int32_t page) {
+  std::memcpy(&cells_.at(size_t(page) * size_t(info_.page_size)), src, page_bytes());
+  page_loads.push_back(page);
+}
+
 }  // namespace lockstep

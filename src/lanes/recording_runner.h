@@ -39,6 +39,9 @@ class RecordingRunner final : public StepRunner {
   size_t state_bytes() const override;
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
+  size_t page_bytes() const override;
+  void save_page(int32_t page, std::byte* dst) override;
+  void load_page(const std::byte* src, int32_t page) override;
 
   // The id the fake picks after `tokens` (positions 0 to tokens.size() - 1) read right.
   static int32_t next_id(std::span<const int32_t> tokens, int64_t vocab);
@@ -47,6 +50,7 @@ class RecordingRunner final : public StepRunner {
 
   std::vector<Call> calls;
   std::vector<StateCopy> saves, loads;
+  std::vector<int32_t> page_saves, page_loads;  // the pages copied to and from the host
 
  private:
   struct State {

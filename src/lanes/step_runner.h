@@ -47,6 +47,11 @@ class StepRunner {
   virtual size_t state_bytes() const { return 0; }
   virtual void save_state(int32_t slot, std::byte* dst) = 0;
   virtual void load_state(const std::byte* src, int32_t slot) = 0;
+  // The same for a KV page (every attention layer's K and V at its positions), for the pages
+  // the prompt cache keeps in host memory. 0 bytes: the model cannot copy its pages.
+  virtual size_t page_bytes() const { return 0; }
+  virtual void save_page(int32_t page, std::byte* dst) = 0;
+  virtual void load_page(const std::byte* src, int32_t page) = 0;
 };
 
 }  // namespace lockstep

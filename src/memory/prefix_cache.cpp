@@ -1,13 +1,15 @@
 #include "memory/prefix_cache.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace lockstep {
 
-PrefixCache::PrefixCache(KvPagePool& pages, size_t snapshot_bytes_limit)
+PrefixCache::PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies copies)
     : pages_(pages),
       page_size_(pages.page_size()),
-      snapshot_bytes_limit_(snapshot_bytes_limit),
+      host_bytes_limit_(host_bytes_limit),
+      copies_(std::move(copies)),
       page_node_(size_t(std::max(pages.page_count(), 0)), -1) {}
 
 PrefixCache::~PrefixCache() = default;
@@ -61,10 +63,18 @@ PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t 
   Match match;
   match.tokens = int64_t(best_path.size()) * page_size_;
   for (int32_t node : best_path) {
-    match.pages.push_back(nodes_[size_t(node)].page);
-    touch(node);
+    const int32_t page = nodes_[size_t(node)].page;
+    assert((page >= 0) == match.host_blocks.empty() && "device blocks come first");
+    if (page >= 0)
+      match.pages.push_back(page);
+    else
+      match.host_blocks.push_back(node);
   }
-  if (need_snapshot && !best_path.empty()) match.snapshot = nodes_[size_t(best_path.back())].snapshot.get();
+  touch_path(best_path);
+  if (need_snapshot && !best_path.empty()) {
+    match.snapshot_block = best_path.back();
+    match.snapshot = nodes_[size_t(best_path.back())].snapshot.get();
+  }
   return match;
 }
 
@@ -72,6 +82,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
                          std::unique_ptr<StateSnapshot> snapshot) {
   const int64_t blocks = std::min<int64_t>({length / page_size_, int64_t(table.pages.size()),
                                             int64_t(tokens.size()) / page_size_});
+  std::vector<int32_t> path;
   int32_t parent = -1;
   for (int64_t i = 0; i < blocks; ++i) {
     std::span<const int32_t> block = tokens.subspan(size_t(i * page_size_), size_t(page_size_));
@@ -81,17 +92,17 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
     // beside the first.
     int32_t node = find(parent, block, table.pages[size_t(i)]);
     if (node < 0) node = add(parent, block, table.pages[size_t(i)]);
-    touch(node);
+    path.push_back(node);
     parent = node;
   }
+  touch_path(path);
   if (!snapshot || parent < 0 || blocks * page_size_ != length) return;
   Node& last = nodes_[size_t(parent)];
-  if (last.snapshot || snapshot->size() > snapshot_bytes_limit_) return;
-  make_room_for_snapshot(snapshot->size());
-  stats_.snapshot_bytes += int64_t(snapshot->size());
+  if (last.snapshot || !make_host_room(snapshot->size())) return;
+  stats_.host_bytes += int64_t(snapshot->size());
   ++stats_.snapshots;
   last.snapshot = std::move(snapshot);
-  snapshot_nodes_.push_back(parent);
+  host_items_.push({last.used, parent});
 }
 
 int32_t PrefixCache::add(int32_t parent, std::span<const int32_t> block, int32_t page) {
@@ -104,28 +115,44 @@ int32_t PrefixCache::add(int32_t parent, std::span<const int32_t> block, int32_t
     nodes_.emplace_back();
   }
   Node& node = nodes_[size_t(id)];
+  node.live = true;
+  node.pinned = false;
   node.parent = parent;
   node.page = page;
-  node.children = 0;
+  node.device_children = 0;
+  node.children.clear();
   node.key = key_of(parent, block);
   node.tokens.assign(block.begin(), block.end());
   index_.emplace(node.key, id);
   pages_.retain(page);
   page_node_[size_t(page)] = id;
-  if (parent >= 0) ++nodes_[size_t(parent)].children;
+  if (parent >= 0) {
+    nodes_[size_t(parent)].children.push_back(id);
+    ++nodes_[size_t(parent)].device_children;
+  }
   ++stats_.pages;
   return id;
+}
+
+void PrefixCache::touch_path(std::span<const int32_t> path) {
+  for (auto it = path.rbegin(); it != path.rend(); ++it) touch(*it);
 }
 
 void PrefixCache::touch(int32_t id) {
   Node& node = nodes_[size_t(id)];
   node.used = ++clock_;
   if (evictable(id)) leaves_.push({node.used, id});
+  if (holds_host_memory(id)) host_items_.push({node.used, id});
 }
 
 bool PrefixCache::evictable(int32_t id) const {
   const Node& node = nodes_[size_t(id)];
-  return node.page >= 0 && node.children == 0 && pages_.holders(node.page) == 1;
+  return node.live && node.page >= 0 && node.device_children == 0 && pages_.holders(node.page) == 1;
+}
+
+bool PrefixCache::holds_host_memory(int32_t id) const {
+  const Node& node = nodes_[size_t(id)];
+  return node.live && (node.snapshot || node.page < 0);
 }
 
 void PrefixCache::on_stream_release(int32_t page) {
@@ -133,21 +160,81 @@ void PrefixCache::on_stream_release(int32_t page) {
   if (id >= 0 && evictable(id)) leaves_.push({nodes_[size_t(id)].used, id});
 }
 
-bool PrefixCache::evict_page() {
+bool PrefixCache::evict_page() { return evict(true); }
+
+bool PrefixCache::evict(bool keep_on_host) {
   while (!leaves_.empty()) {
     const Candidate candidate = leaves_.top();
     leaves_.pop();
     // Entries go stale when their node is used again, gains a child or a stream, or goes.
     if (candidate.used != nodes_[size_t(candidate.node)].used || !evictable(candidate.node)) continue;
-    remove(candidate.node);
-    ++stats_.evicted_pages;
+    if (keep_on_host && copies_.bytes > 0 && make_host_room(copies_.bytes))
+      spill(candidate.node);
+    else
+      remove_from(candidate.node);
     return true;
   }
   return false;
 }
 
+void PrefixCache::spill(int32_t id) {
+  Node& node = nodes_[size_t(id)];
+  node.host.resize(copies_.bytes);
+  copies_.save(node.page, node.host.data());
+  page_node_[size_t(node.page)] = -1;
+  pages_.release(node.page);
+  node.page = -1;
+  --stats_.pages;
+  ++stats_.host_pages;
+  ++stats_.spilled_pages;
+  stats_.host_bytes += int64_t(copies_.bytes);
+  host_items_.push({node.used, id});
+  if (node.parent >= 0) {
+    --nodes_[size_t(node.parent)].device_children;
+    if (evictable(node.parent)) leaves_.push({nodes_[size_t(node.parent)].used, node.parent});
+  }
+}
+
+void PrefixCache::pin(const Match& match, bool pinned) {
+  std::vector<int32_t> nodes = match.host_blocks;
+  if (match.snapshot_block >= 0) nodes.push_back(match.snapshot_block);
+  for (int32_t id : nodes) {
+    Node& node = nodes_[size_t(id)];
+    node.pinned = pinned;
+    if (!pinned && holds_host_memory(id)) host_items_.push({node.used, id});
+  }
+}
+
+void PrefixCache::restore(int32_t id, int32_t page) {
+  Node& node = nodes_[size_t(id)];
+  assert(node.live && node.page < 0 && page_node_[size_t(page)] < 0);
+  copies_.load(node.host.data(), page);
+  stats_.host_bytes -= int64_t(node.host.size());
+  node.host = {};
+  node.page = page;
+  pages_.retain(page);
+  page_node_[size_t(page)] = id;
+  if (node.parent >= 0) ++nodes_[size_t(node.parent)].device_children;
+  ++stats_.pages;
+  --stats_.host_pages;
+  ++stats_.restored_pages;
+  touch(id);
+}
+
+void PrefixCache::remove_from(int32_t id) {
+  // The nodes after it are host nodes: a device node's parent is on the device.
+  std::vector<int32_t> order{id};
+  for (size_t i = 0; i < order.size(); ++i)
+    for (int32_t child : nodes_[size_t(order[i])].children) order.push_back(child);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    remove(*it);
+    ++stats_.evicted_pages;
+  }
+}
+
 void PrefixCache::remove(int32_t id) {
   Node& node = nodes_[size_t(id)];
+  assert(node.children.empty());
   drop_snapshot(node);
   auto [begin, end] = index_.equal_range(node.key);
   for (auto it = begin; it != end; ++it)
@@ -155,41 +242,63 @@ void PrefixCache::remove(int32_t id) {
       index_.erase(it);
       break;
     }
-  page_node_[size_t(node.page)] = -1;
-  pages_.release(node.page);
+  const bool on_device = node.page >= 0;
+  if (on_device) {
+    page_node_[size_t(node.page)] = -1;
+    pages_.release(node.page);
+    --stats_.pages;
+  } else {
+    stats_.host_bytes -= int64_t(node.host.size());
+    node.host = {};
+    --stats_.host_pages;
+  }
+  node.live = false;
   node.page = -1;
   node.tokens.clear();
-  --stats_.pages;
   free_nodes_.push_back(id);
   if (node.parent >= 0) {
     Node& parent = nodes_[size_t(node.parent)];
-    --parent.children;
+    parent.children.erase(std::find(parent.children.begin(), parent.children.end(), id));
+    if (on_device) --parent.device_children;
     if (evictable(node.parent)) leaves_.push({parent.used, node.parent});
   }
 }
 
 void PrefixCache::drop_snapshot(Node& node) {
   if (!node.snapshot) return;
-  stats_.snapshot_bytes -= int64_t(node.snapshot->size());
+  stats_.host_bytes -= int64_t(node.snapshot->size());
   --stats_.snapshots;
   node.snapshot.reset();
-  const int32_t id = int32_t(&node - nodes_.data());
-  snapshot_nodes_.erase(std::find(snapshot_nodes_.begin(), snapshot_nodes_.end(), id));
 }
 
-void PrefixCache::make_room_for_snapshot(size_t bytes) {
-  while (!snapshot_nodes_.empty() && size_t(stats_.snapshot_bytes) + bytes > snapshot_bytes_limit_) {
-    auto oldest = std::min_element(snapshot_nodes_.begin(), snapshot_nodes_.end(), [&](int32_t a, int32_t b) {
-      return nodes_[size_t(a)].used < nodes_[size_t(b)].used;
-    });
-    drop_snapshot(nodes_[size_t(*oldest)]);
-    ++stats_.evicted_snapshots;
+bool PrefixCache::make_host_room(size_t bytes) {
+  if (bytes > host_bytes_limit_) return false;
+  while (size_t(stats_.host_bytes) + bytes > host_bytes_limit_) {
+    if (host_items_.empty()) return false;
+    const Candidate candidate = host_items_.top();
+    host_items_.pop();
+    Node& node = nodes_[size_t(candidate.node)];
+    // Pinned nodes drop out of the queue; restore() and unpinning touch them again.
+    if (candidate.used != node.used || !holds_host_memory(candidate.node) || node.pinned) continue;
+    if (node.page < 0) {
+      remove_from(candidate.node);
+    } else {
+      drop_snapshot(node);
+      ++stats_.evicted_snapshots;
+    }
   }
+  return true;
 }
 
 void PrefixCache::clear() {
-  while (!snapshot_nodes_.empty()) drop_snapshot(nodes_[size_t(snapshot_nodes_.back())]);
-  while (evict_page()) {
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& node = nodes_[id];
+    if (node.live && node.page < 0 && (node.parent < 0 || nodes_[size_t(node.parent)].page >= 0))
+      remove_from(int32_t(id));
+  }
+  for (Node& node : nodes_)
+    if (node.live) drop_snapshot(node);
+  while (evict(false)) {
   }
 }
 

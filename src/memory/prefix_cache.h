@@ -9,16 +9,22 @@
 // collision. A block may also carry a snapshot: the recurrent state after its last position,
 // which models with such state need to resume there.
 //
-// Memory: the cache holds each of its pages once in the KvPagePool. A page only the cache
-// holds, at a leaf, can be evicted (least recently used first) whenever a stream needs a page:
-// the cache lives in the pages no stream has reserved. Snapshots live in host memory, at most
-// `snapshot_bytes_limit` bytes (least recently used out first).
+// Memory, two tiers:
+// - Device: the cache holds each of its pages once in the KvPagePool. A page only the cache
+//   holds, with no child block on the device, can be evicted (least recently used first)
+//   whenever a stream needs a page: the cache lives in the pages no stream has reserved.
+// - Host, at most `host_bytes_limit` bytes: snapshots, and the K and V of evicted pages (with
+//   PageCopies), least recently used out first. A block kept on the host is still matched; the
+//   stream that matches it takes a page of its own and restore() copies the block back. So a
+//   path from the root is device blocks, then host blocks; dropping a host block drops the
+//   blocks after it.
 //
 // One thread (the lane host's) uses it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <span>
@@ -31,24 +37,38 @@ namespace lockstep {
 
 using StateSnapshot = std::vector<std::byte>;
 
+// How the cache keeps a page's K and V in host memory: the model's copies, in order with its
+// passes. bytes == 0: evicted pages are dropped.
+struct PageCopies {
+  size_t bytes = 0;
+  std::function<void(int32_t page, std::byte* dst)> save;
+  std::function<void(const std::byte* src, int32_t page)> load;
+};
+
 struct PrefixCacheStats {
-  int32_t pages = 0;              // pages the cache holds (some also held by streams)
+  int32_t pages = 0;              // device pages the cache holds (some also held by streams)
+  int32_t host_pages = 0;         // blocks whose K and V are kept in host memory
   int64_t snapshots = 0;
-  int64_t snapshot_bytes = 0;
-  uint64_t evicted_pages = 0, evicted_snapshots = 0;
+  int64_t host_bytes = 0;         // snapshots and host pages
+  uint64_t evicted_pages = 0;     // blocks dropped from the cache, device or host
+  uint64_t evicted_snapshots = 0;
+  uint64_t spilled_pages = 0;     // device pages copied to the host to free them
+  uint64_t restored_pages = 0;    // host blocks copied back into a stream's page
 };
 
 class PrefixCache {
  public:
-  PrefixCache(KvPagePool& pages, size_t snapshot_bytes_limit);
+  PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies copies = {});
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   struct Match {
     int64_t tokens = 0;                        // positions [0, tokens) are cached
-    std::vector<int32_t> pages;                // their pages, in order
+    std::vector<int32_t> pages;                // the device pages of the first blocks, in order
+    std::vector<int32_t> host_blocks;          // then the blocks kept on the host, for restore()
     const StateSnapshot* snapshot = nullptr;   // with need_snapshot: the state after `tokens`
+    int32_t snapshot_block = -1;
   };
   // The longest cached prefix of tokens[0, limit), in whole blocks. need_snapshot: only as far
   // as the deepest block with a snapshot (nothing if none). Marks what it returns as used.
@@ -62,52 +82,75 @@ class PrefixCache {
   void insert(std::span<const int32_t> tokens, const PageTable& table, int64_t length,
               std::unique_ptr<StateSnapshot> snapshot = nullptr);
 
+  // Restoring a match's host blocks: pin() keeps them and its snapshot while the stream takes
+  // pages (which may evict); restore() copies a host block into `page` (a page of the stream's
+  // own, after the blocks before it) and holds it there; unpin() when done.
+  void pin(const Match& match, bool pinned);
+  void restore(int32_t block, int32_t page);
+
   // Whether the cache holds `page`.
   bool holds(int32_t page) const { return page_node_[size_t(page)] >= 0; }
   // A stream let go of `page`: if now only the cache holds it, it may be evicted.
   void on_stream_release(int32_t page);
-  // Frees the least recently used page that only the cache holds, at a leaf. False if none.
+  // Frees the least recently used page that only the cache holds and no device block follows,
+  // keeping its K and V on the host when there is room. False if none.
   bool evict_page();
-  // Evicts everything it can (pages no stream holds, every snapshot).
+  // Evicts everything it can (pages no stream holds, everything on the host).
   void clear();
 
   PrefixCacheStats stats() const;
 
  private:
   struct Node {
+    bool live = false;
+    bool pinned = false;
     int32_t parent = -1;  // -1: the block at position 0
-    int32_t page = -1;    // -1: the node is free
-    int32_t children = 0;
-    uint64_t used = 0;    // when a lookup or insert last touched it
+    int32_t page = -1;    // -1: kept on the host, in `host`
+    int32_t device_children = 0;
+    std::vector<int32_t> children;
+    uint64_t used = 0;    // when a lookup or insert last touched it or a block after it
     uint64_t key = 0;
     std::vector<int32_t> tokens;
     std::unique_ptr<StateSnapshot> snapshot;
+    std::vector<std::byte> host;
   };
-  struct Candidate {  // a leaf that may be evictable, as of `used`
+  struct Candidate {  // a node that may be evictable (or hold host memory), as of `used`
     uint64_t used;
     int32_t node;
     bool operator>(const Candidate& other) const { return used > other.used; }
   };
+  using Queue = std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>>;
 
   static uint64_t key_of(int32_t parent, std::span<const int32_t> block);
   // The copy of `block` after `parent` that holds `page`, or -1.
   int32_t find(int32_t parent, std::span<const int32_t> block, int32_t page) const;
   int32_t add(int32_t parent, std::span<const int32_t> block, int32_t page);
+  // Marks a path used, its last node first, so that a node is always used later than the
+  // nodes after it: the least recently used are leaves.
+  void touch_path(std::span<const int32_t> path);
   void touch(int32_t node);
   bool evictable(int32_t node) const;
+  bool holds_host_memory(int32_t node) const;
+  // Frees a device page as evict_page() does; keep_on_host: spill it when there is room.
+  bool evict(bool keep_on_host);
+  void spill(int32_t node);
+  // Removes the node and every node after it.
+  void remove_from(int32_t node);
   void remove(int32_t node);
   void drop_snapshot(Node& node);
-  void make_room_for_snapshot(size_t bytes);
+  // Drops the least recently used host memory until `bytes` more fit; false if they can't.
+  bool make_host_room(size_t bytes);
 
   KvPagePool& pages_;
   const int32_t page_size_;
-  const size_t snapshot_bytes_limit_;
+  const size_t host_bytes_limit_;
+  const PageCopies copies_;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;
   std::unordered_multimap<uint64_t, int32_t> index_;  // key_of(parent, block) -> node
   std::vector<int32_t> page_node_;                    // by page: its node, or -1
-  std::vector<int32_t> snapshot_nodes_;               // the nodes with a snapshot
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> leaves_;
+  Queue leaves_;      // device nodes that may be evictable
+  Queue host_items_;  // nodes that may hold host memory (a snapshot or a host page)
   uint64_t clock_ = 0;
   PrefixCacheStats stats_;
 };

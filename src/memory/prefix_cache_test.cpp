@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "memory/stream_memory.h"
@@ -24,6 +25,14 @@ PageTable filled(KvPagePool& pool, int64_t length) {
   PageTable table;
   EXPECT_TRUE(pool.grow(table, length));
   return table;
+}
+
+// A stream lets go of its pages; the cache keeps those it cached.
+void let_go(KvPagePool& pool, PrefixCache& cache, PageTable& table) {
+  for (int32_t page : table.pages) {
+    pool.release(page);
+    cache.on_stream_release(page);
+  }
 }
 
 std::unique_ptr<StateSnapshot> snapshot(size_t bytes, std::byte value) {
@@ -108,7 +117,7 @@ TEST(PrefixCache, SnapshotsLimitTheMatchAndStayWithinTheirBytes) {
   PageTable other_table = filled(pool, 8);
   cache.insert(other, other_table, 8, snapshot(40, std::byte{1}));
   EXPECT_EQ(cache.stats().snapshots, 2);
-  EXPECT_EQ(cache.stats().snapshot_bytes, 80);
+  EXPECT_EQ(cache.stats().host_bytes, 80);
   EXPECT_EQ(cache.lookup(tokens, 16, true).tokens, 8);
   // Too big to hold at all: not kept.
   cache.insert(ids(60, 4), filled(pool, 4), 4, snapshot(101, std::byte{2}));
@@ -135,8 +144,147 @@ TEST(PrefixCache, TwoCopiesOfTheSameBlocksEachLeadToTheirOwnStreamsBlocks) {
   EXPECT_EQ(match.snapshot->front(), std::byte{1});
 }
 
+// Host copies of pages for the tests: each page's "K and V" is one int, its contents.
+struct FakePages {
+  std::vector<int32_t> contents;
+  int saves = 0, loads = 0;
+  explicit FakePages(int32_t pages) : contents(size_t(pages), -1) {}
+  PageCopies copies() {
+    PageCopies copies;
+    copies.bytes = sizeof(int32_t);
+    copies.save = [this](int32_t page, std::byte* dst) {
+      std::memcpy(dst, &contents[size_t(page)], sizeof(int32_t));
+      ++saves;
+    };
+    copies.load = [this](const std::byte* src, int32_t page) {
+      std::memcpy(&contents[size_t(page)], src, sizeof(int32_t));
+      ++loads;
+    };
+    return copies;
+  }
+};
+
+TEST(PrefixCache, EvictedPagesStayMatchedFromHostMemoryAndComeBack) {
+  KvPagePool pool(4, kPage);
+  FakePages fake(4);
+  PrefixCache cache(pool, 2 * sizeof(int32_t), fake.copies());  // host room for two pages
+  PageTable table = filled(pool, 16);
+  for (size_t i = 0; i < 4; ++i) fake.contents[size_t(table.pages[i])] = int32_t(100 + i);
+  const std::vector<int32_t> tokens = ids(0, 16);
+  cache.insert(tokens, table, 16);
+  let_go(pool, cache, table);
+  // The last blocks go first, and to the host: the path stays whole.
+  ASSERT_TRUE(cache.evict_page());
+  ASSERT_TRUE(cache.evict_page());
+  EXPECT_EQ(pool.free_pages(), 2);
+  EXPECT_EQ(cache.stats().pages, 2);
+  EXPECT_EQ(cache.stats().host_pages, 2);
+  EXPECT_EQ(cache.stats().host_bytes, 8);
+  PrefixCache::Match match = cache.lookup(tokens, 16, false);
+  EXPECT_EQ(match.tokens, 16);
+  EXPECT_EQ(match.pages, (std::vector<int32_t>{table.pages[0], table.pages[1]}));
+  ASSERT_EQ(match.host_blocks.size(), 2u);
+  // Restored into new pages, in order, with the contents they had.
+  for (int32_t block : match.host_blocks) {
+    const int32_t page = *pool.take();
+    cache.restore(block, page);
+    pool.release(page);  // the "stream" lets go; the cache holds it
+    cache.on_stream_release(page);
+  }
+  EXPECT_EQ(fake.loads, 2);
+  EXPECT_EQ(cache.stats().host_pages, 0);
+  EXPECT_EQ(cache.stats().host_bytes, 0);
+  EXPECT_EQ(cache.stats().restored_pages, 2u);
+  match = cache.lookup(tokens, 16, false);
+  ASSERT_EQ(match.pages.size(), 4u);
+  EXPECT_TRUE(match.host_blocks.empty());
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(fake.contents[size_t(match.pages[i])], int32_t(100 + i));
+}
+
+TEST(PrefixCache, AFullHostDropsItsLeastRecentlyUsedBlocksLastFirst) {
+  KvPagePool pool(4, kPage);
+  FakePages fake(4);
+  PrefixCache cache(pool, 2 * sizeof(int32_t), fake.copies());
+  PageTable a = filled(pool, 8), b = filled(pool, 8);
+  cache.insert(ids(0, 8), a, 8);
+  cache.insert(ids(50, 8), b, 8);
+  let_go(pool, cache, a);
+  let_go(pool, cache, b);
+  // a is older: its two blocks go to the host, filling it.
+  ASSERT_TRUE(cache.evict_page());
+  ASSERT_TRUE(cache.evict_page());
+  EXPECT_EQ(cache.lookup(ids(0, 8), 8, false).host_blocks.size(), 2u);
+  cache.lookup(ids(50, 8), 8, false);  // b is used since
+  // b's last block needs host room: a's last block was used least recently (a lookup marks a
+  // path's first blocks used after its last ones) and goes.
+  ASSERT_TRUE(cache.evict_page());
+  EXPECT_EQ(cache.lookup(ids(0, 8), 8, false).tokens, 4);
+  EXPECT_EQ(cache.lookup(ids(50, 8), 8, false).tokens, 8);
+  EXPECT_EQ(cache.stats().host_pages, 2);
+  EXPECT_EQ(cache.stats().evicted_pages, 1u);
+  // With no host room at all, a page is dropped, not kept.
+  PrefixCache none(pool, 0, fake.copies());
+  PageTable c = filled(pool, 4);
+  none.insert(ids(90, 4), c, 4);
+  let_go(pool, none, c);
+  const int saves = fake.saves;
+  ASSERT_TRUE(none.evict_page());
+  EXPECT_EQ(fake.saves, saves);
+  EXPECT_EQ(none.stats().host_pages, 0);
+  EXPECT_EQ(none.lookup(ids(90, 4), 4, false).tokens, 0);
+}
+
+TEST(PrefixCache, ClearDropsHostBlocksToo) {
+  KvPagePool pool(4, kPage);
+  FakePages fake(4);
+  PrefixCache cache(pool, 1024, fake.copies());
+  PageTable table = filled(pool, 16);
+  cache.insert(ids(0, 16), table, 16, snapshot(8, std::byte{1}));
+  let_go(pool, cache, table);
+  ASSERT_TRUE(cache.evict_page());
+  cache.clear();
+  EXPECT_EQ(pool.free_pages(), 4);
+  const PrefixCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.pages, 0);
+  EXPECT_EQ(stats.host_pages, 0);
+  EXPECT_EQ(stats.host_bytes, 0);
+  EXPECT_EQ(stats.snapshots, 0);
+}
+
+TEST(StreamMemoryCache, AdmissionRestoresHostBlocksIntoTheStreamsOwnPages) {
+  FakePages fake(6);
+  StreamMemory memory(StreamMemorySettings{6, kPage, 0, true, 1024, fake.copies()});
+  PrefixCache& cache = *memory.cache();
+  const std::vector<int32_t> tokens = ids(0, 16);
+  auto a = memory.admit(16);
+  ASSERT_TRUE(a);
+  memory.grow(*a, 16);
+  for (size_t i = 0; i < 4; ++i) fake.contents[size_t(a->table.pages[i])] = int32_t(100 + i);
+  cache.insert(tokens, a->table, 16);
+  memory.release(*a);
+  // b fills all six pages: four of a's cached pages go to the host (two were free).
+  auto b = memory.admit(24);
+  ASSERT_TRUE(b);
+  memory.grow(*b, 24);
+  EXPECT_EQ(cache.stats().host_pages, 4);
+  memory.release(*b);
+  // c resumes a's prefix: every block comes back, into pages of its own, before it runs.
+  PrefixCache::Match match = cache.lookup(tokens, 16, false);
+  ASSERT_EQ(match.tokens, 16);
+  ASSERT_EQ(match.host_blocks.size(), 4u);
+  auto c = memory.admit(20, &match);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->table.pages.size(), 4u);
+  EXPECT_EQ(c->shared_pages, 0);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(fake.contents[size_t(c->table.pages[i])], int32_t(100 + i));
+  memory.grow(*c, 20);
+  memory.release(*c);
+  EXPECT_EQ(memory.unreserved_pages(), 6);
+  EXPECT_EQ(cache.lookup(tokens, 16, false).pages.size(), 4u);
+}
+
 TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
-  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0});
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}});
   PrefixCache& cache = *memory.cache();
   auto a = memory.admit(32);
   ASSERT_TRUE(a);
@@ -156,7 +304,7 @@ TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
 }
 
 TEST(StreamMemoryCache, SharedPagesAreHeldOnceAndCountedOnce) {
-  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0});
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}});
   PrefixCache& cache = *memory.cache();
   const std::vector<int32_t> tokens = ids(0, 20);
   auto a = memory.admit(20);

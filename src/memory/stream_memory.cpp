@@ -9,11 +9,11 @@ StreamMemory::StreamMemory(const StreamMemorySettings& settings)
     : pages_(settings.kv_pages, settings.page_size),
       slots_(settings.state_slots),
       keeps_state_(settings.state_slots > 0) {
-  if (settings.prompt_cache) cache_ = std::make_unique<PrefixCache>(pages_, settings.snapshot_bytes);
+  if (settings.prompt_cache) cache_ = std::make_unique<PrefixCache>(pages_, settings.host_bytes, settings.page_copies);
 }
 
 StreamMemory::StreamMemory(int32_t kv_pages, int32_t page_size, int32_t state_slots)
-    : StreamMemory(StreamMemorySettings{kv_pages, page_size, state_slots, false, 0}) {}
+    : StreamMemory(StreamMemorySettings{kv_pages, page_size, state_slots, false, 0, {}}) {}
 
 int32_t StreamMemory::stream_holders(int32_t page) const {
   return pages_.holders(page) - (cache_ && cache_->holds(page) ? 1 : 0);
@@ -47,7 +47,19 @@ std::optional<StreamMemoryHold> StreamMemory::admit(int64_t length, const Prefix
   hold.reserved_pages = std::max(0, pages_.pages_for(length) - hold.shared_pages);
   if (keeps_state_) hold.slot = *slots_.acquire();
   promised_ += hold.reserved_pages;
+  if (cached) restore(hold, *cached);
   return hold;
+}
+
+void StreamMemory::restore(StreamMemoryHold& hold, const PrefixCache::Match& cached) {
+  if (cached.host_blocks.empty()) return;
+  // Taking a page may evict another to the host, which must not push these blocks out.
+  cache_->pin(cached, true);
+  for (int32_t block : cached.host_blocks) {
+    grow(hold, int64_t(hold.table.pages.size() + 1) * pages_.page_size());
+    cache_->restore(block, hold.table.pages.back());
+  }
+  cache_->pin(cached, false);
 }
 
 void StreamMemory::grow(StreamMemoryHold& hold, int64_t length) {
@@ -66,7 +78,8 @@ void StreamMemory::grow(StreamMemoryHold& hold, int64_t length) {
 
 bool StreamMemory::extend_shared(StreamMemoryHold& hold, int64_t length, const PrefixCache::Match& cached) {
   const size_t shared = size_t(hold.shared_pages);
-  if (hold.table.pages.size() != shared || cached.pages.size() <= shared ||
+  if (hold.table.pages.size() != shared || cached.pages.size() < shared ||
+      cached.pages.size() + cached.host_blocks.size() <= shared ||
       !std::equal(hold.table.pages.begin(), hold.table.pages.end(), cached.pages.begin()))
     return false;
   for (size_t i = shared; i < cached.pages.size(); ++i) {
@@ -79,6 +92,7 @@ bool StreamMemory::extend_shared(StreamMemoryHold& hold, int64_t length, const P
   const int32_t reserved = std::max(0, pages_.pages_for(length) - hold.shared_pages);
   promised_ -= hold.reserved_pages - reserved;
   hold.reserved_pages = reserved;
+  restore(hold, cached);
   return true;
 }
 

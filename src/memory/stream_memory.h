@@ -7,7 +7,8 @@
 // With the prompt cache on, a stream may start with pages the cache holds (a cached prefix of
 // its prompt), shared with other streams and never written again. The cache lives in the
 // pages no stream has reserved: grow() evicts cached pages when no page is free, and admission
-// counts them as room, so cached data never keeps a stream out.
+// counts them as room, so cached data never keeps a stream out. A cached prefix whose last
+// blocks were evicted to host memory is restored at admission into pages of the stream's own.
 //
 // Thread-safety: one thread changes it (the lane host's). fits_ever() reads only the pools'
 // sizes, fixed at construction, so LaneHost::submit calls it from any thread; every other
@@ -37,7 +38,8 @@ struct StreamMemorySettings {
   int32_t page_size = 16;
   int32_t state_slots = 0;       // 0: the model keeps no recurrent state
   bool prompt_cache = false;
-  size_t snapshot_bytes = 0;     // the prompt cache's host memory for state snapshots
+  size_t host_bytes = 0;         // the prompt cache's host memory: snapshots and evicted pages
+  PageCopies page_copies;        // how pages go to host memory and back (none: dropped)
 };
 
 class StreamMemory {
@@ -52,7 +54,8 @@ class StreamMemory {
   // Could it ever be, with every other stream gone?
   bool fits_ever(int64_t length) const;
   // Reserves pages for `length` positions and a slot; nullopt (nothing changed) if it can't.
-  // `cached`: the stream's table starts with these pages, held for as long as it runs.
+  // `cached`: the stream's table starts with its device pages, held for as long as it runs,
+  // then its host blocks, copied into pages of the stream's reservation.
   [[nodiscard]] std::optional<StreamMemoryHold> admit(int64_t length, const PrefixCache::Match* cached = nullptr);
   // Gives `hold` pages to reach `length` positions, within its reservation.
   void grow(StreamMemoryHold& hold, int64_t length);
@@ -76,6 +79,8 @@ class StreamMemory {
  private:
   // How many streams hold `page`.
   int32_t stream_holders(int32_t page) const;
+  // Copies `cached`'s host blocks into the hold's next pages.
+  void restore(StreamMemoryHold& hold, const PrefixCache::Match& cached);
 
   KvPagePool pages_;
   StateSlotPool slots_;

@@ -89,4 +89,26 @@ Status Model::check_batch(const ForwardBatch& batch) {
   return Status::success();
 }
 
+size_t Model::page_bytes() {
+  size_t bytes = 0;
+  for (const Tensor& cache : kv_caches()) bytes += cache.first_dim_slice(0, 1).bytes();
+  return bytes;
+}
+
+void Model::save_page(int32_t page, std::byte* dst) {
+  for (const Tensor& cache : kv_caches()) {
+    const Tensor part = cache.first_dim_slice(page, 1);
+    backend().download(dst, part);
+    dst += part.bytes();
+  }
+}
+
+void Model::load_page(const std::byte* src, int32_t page) {
+  for (const Tensor& cache : kv_caches()) {
+    const Tensor part = cache.first_dim_slice(page, 1);
+    backend().upload(part, src);
+    src += part.bytes();
+  }
+}
+
 }  // namespace lockstep

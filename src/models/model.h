@@ -49,8 +49,15 @@ class Model {
     (void)slot;
   }
 
+  // The same for KV page `page`: every attention layer's K and V at its positions.
+  size_t page_bytes();
+  void save_page(int32_t page, std::byte* dst);
+  void load_page(const std::byte* src, int32_t page);
+
  protected:
   ModelInfo info_;
+  // Every attention layer's K and V caches, [kv_pages, ...] each (none: no attention).
+  virtual std::vector<Tensor> kv_caches() = 0;
   // Checks a batch against info_ before anything is uploaded.
   [[nodiscard]] Status check_batch(const ForwardBatch& batch);
   // Refuses a context past the config's max_position_embeddings (the model was not trained

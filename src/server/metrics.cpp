@@ -91,8 +91,14 @@ std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes)
           double(lanes.cached_tokens));
   gauge(out, "lockstep_prompt_cache_device_bytes", "KV pages the prompt cache holds, in bytes.",
         double(lanes.cache.pages) * double(kv_page_bytes));
-  gauge(out, "lockstep_prompt_cache_host_bytes", "State snapshots the prompt cache holds, in bytes.",
-        double(lanes.cache.snapshot_bytes));
+  gauge(out, "lockstep_prompt_cache_host_bytes", "State snapshots and KV pages the prompt cache holds in host memory.",
+        double(lanes.cache.host_bytes));
+  gauge(out, "lockstep_prompt_cache_host_pages", "KV pages the prompt cache holds in host memory.",
+        double(lanes.cache.host_pages));
+  counter(out, "lockstep_prompt_cache_spilled_pages_total", "KV pages evicted from the device to host memory.",
+          double(lanes.cache.spilled_pages));
+  counter(out, "lockstep_prompt_cache_restored_pages_total", "KV pages copied back from host memory to a stream.",
+          double(lanes.cache.restored_pages));
   gauge(out, "lockstep_prompt_cache_snapshots", "State snapshots the prompt cache holds.", double(lanes.cache.snapshots));
   counter(out, "lockstep_prompt_cache_evictions_total", "KV pages and snapshots the prompt cache let go of for room.",
           double(lanes.cache.evicted_pages + lanes.cache.evicted_snapshots));

@@ -192,4 +192,10 @@ void LlamaModel::mlp_block(LlamaLayer& layer, int64_t n) {
   backend_.add(x, proj, x);
 }
 
+std::vector<Tensor> LlamaModel::kv_caches() {
+  std::vector<Tensor> caches;
+  for (LlamaLayer& layer : layers_) caches.insert(caches.end(), {layer.k_cache.view(), layer.v_cache.view()});
+  return caches;
+}
+
 }  // namespace lockstep::llama

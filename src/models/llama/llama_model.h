@@ -31,6 +31,9 @@ class LlamaModel final : public Model {
   Backend& backend() override { return backend_; }
   Expected<Tensor> forward(const ForwardBatch& batch) override;
 
+ protected:
+  std::vector<Tensor> kv_caches() override;
+
  private:
   LlamaModel(const LlamaConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   Status load_weights(const WeightSource& weights);

@@ -271,4 +271,12 @@ void NemotronModel::load_state(const std::byte* src, int32_t slot) {
   });
 }
 
+std::vector<Tensor> NemotronModel::kv_caches() {
+  std::vector<Tensor> caches;
+  for (NemotronLayer& layer : layers_)
+    if (layer.kind == LayerKind::attention)
+      caches.insert(caches.end(), {layer.attention.k_cache.view(), layer.attention.v_cache.view()});
+  return caches;
+}
+
 }  // namespace lockstep::nemotron_h

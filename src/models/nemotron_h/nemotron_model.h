@@ -70,6 +70,9 @@ class NemotronModel final : public Model {
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
 
+ protected:
+  std::vector<Tensor> kv_caches() override;
+
  private:
   NemotronModel(const NemotronConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   Status load_weights(const WeightSource& weights);
