@@ -81,8 +81,8 @@ int run_serve(const ServeFlags& flags) {
   auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
 
-  // The prompt cache's snapshots are host memory: an explicit size past the machine's memory is
-  // refused; the default takes at most a quarter of it.
+  // The prompt cache's host memory (snapshots, evicted pages): an explicit size past the
+  // machine's memory is refused; the default takes at most a quarter of it.
   double cache_gib = flags.prompt_cache_gib;
   const double physical_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
   if (physical_gib > 0 && flags.prompt_cache_gib_given && cache_gib > physical_gib)
@@ -160,9 +160,9 @@ Command add_serve_command(CLI::App& app) {
   command->add_option("--temperature", flags->temperature, "default temperature for requests that give none");
   command->add_flag("--no-thinking", flags->no_thinking, "render chat prompts with enable_thinking=false");
   command->add_option("--prompt-cache-gib", flags->prompt_cache_gib,
-                      "host memory for the prompt cache's state snapshots, in GiB (default 8, at most a quarter "
-                      "of the machine's memory); its KV pages use the KV pages no stream holds (0: the prompt "
-                      "cache is off)")
+                      "host memory for the prompt cache, in GiB (default 8, at most a quarter of the machine's "
+                      "memory): state snapshots and the KV pages evicted from the device, whose cache lives in "
+                      "the KV pages no stream holds (0: the prompt cache is off)")
       ->check(CLI::Range(0.0, 1048576.0))
       ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
   command->add_flag("--no-drafts", flags->no_drafts,
