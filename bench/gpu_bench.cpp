@@ -131,6 +131,30 @@ struct LevelResult {
     std::printf("    %-40s %8.3f ms\n", ops[i].second.c_str(), 1e3 * ops[i].first / passes);
 }
 
+// The prompt cache's copies between device and host: a state snapshot (models with state) and a
+// KV page, each way, the median of 9.
+void print_cache_copies(Model& model) {
+  auto median_ms = [](auto copy) {
+    std::vector<double> times;
+    for (int i = 0; i < 9; ++i) {
+      bench::Clock::time_point start = bench::Clock::now();
+      copy();
+      times.push_back(1e3 * bench::seconds_since(start));
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  std::vector<std::byte> host(std::max(model.state_bytes(), model.page_bytes()));
+  if (model.state_bytes() > 0)
+    std::printf("%-40s %10.2f ms save, %.2f ms load (%.1f MB)\n", "prompt cache: state snapshot",
+                median_ms([&] { model.save_state(0, host.data()); }), median_ms([&] { model.load_state(host.data(), 0); }),
+                double(model.state_bytes()) / 1e6);
+  if (model.page_bytes() > 0)
+    std::printf("%-40s %10.3f ms save, %.3f ms load (%.0f KiB)\n", "prompt cache: KV page to host",
+                median_ms([&] { model.save_page(0, host.data()); }), median_ms([&] { model.load_page(host.data(), 0); }),
+                double(model.page_bytes()) / 1024.0);
+}
+
 std::vector<int> parse_levels(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
@@ -207,6 +231,7 @@ int main(int argc, char** argv) {
               model.info().architecture.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start),
               flags.relaxed ? "; RELAXED: plain matmuls through cuBLAS, not batch-invariant" : "");
   std::printf("%-40s %10.0f GB/s\n", "device copy (read + write)", copy);
+  print_cache_copies(model);
 
   // One long fill, timed to its first token; with --profile, once more with every op timed.
   double fill_rate = 0.0;
