@@ -32,6 +32,7 @@ class WeightBytes final : public Backend {
   double free_memory() override { return inner_.free_memory(); }
   void upload(const Tensor& dst, const void* src) override { inner_.upload(dst, src); }
   void download(void* dst, const Tensor& src) override { inner_.download(dst, src); }
+  void copy(const Tensor& dst, const Tensor& src) override { inner_.copy(dst, src); }
   void synchronize() override { inner_.synchronize(); }
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {

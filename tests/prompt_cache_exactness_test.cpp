@@ -14,7 +14,8 @@ LaneSettings cache_on(int32_t streams) {
   settings.max_streams = streams;
   settings.prompt_cache = true;
   settings.host_bytes = size_t(1) << 30;
-  settings.snapshot_every = 1;  // a snapshot at every cut
+  settings.snapshot_every = 1;   // a snapshot at every cut
+  settings.snapshot_slots = 4;   // on the device, then the host
   return settings;
 }
 

@@ -8,7 +8,8 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   ModelOptions model_options;
   model_options.max_rows = 64;
   model_options.max_context = options.context;
-  model_options.state_slots = options.parallel;
+  // As `lockstep serve` does: with the prompt cache, as many slots again for its snapshots.
+  model_options.state_slots = options.prompt_cache ? 2 * options.parallel : options.parallel;
   model_options.kv_pages = int32_t(options.parallel * ((options.context + 15) / 16));
   auto model = load_model(dir, backend_, model_options, options.weights);
   EXPECT_TRUE(model.ok()) << model.error().message;
@@ -23,6 +24,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   settings.lanes = {64, options.parallel, options.max_queue};
   settings.lanes.prompt_cache = options.prompt_cache;
   settings.lanes.host_bytes = size_t(1) << 28;
+  settings.lanes.snapshot_slots = options.prompt_cache ? options.parallel : 0;
   runner_ = std::make_unique<ModelRunner>(*model_);
   api_ = std::make_unique<OpenAiServer>(*runner_, text_, settings);
   HttpSettings http;

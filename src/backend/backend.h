@@ -121,6 +121,8 @@ class Backend {
   virtual double free_memory() = 0;
   virtual void upload(const Tensor& dst, const void* src) = 0;
   virtual void download(void* dst, const Tensor& src) = 0;
+  // Copies src.bytes() from src to dst (same size, both backend memory), in order with the ops.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
 
   // out[r] = table[ids[r]]. table f32|bf16 [vocab, d]; ids i32 [n]; out f32 [n, d].

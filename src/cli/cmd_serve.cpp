@@ -63,9 +63,19 @@ int run_serve(const ServeFlags& flags) {
   std::signal(SIGPIPE, SIG_IGN);
   raise_descriptor_limit();
 
+  // The prompt cache's host memory (snapshots, evicted pages): an explicit size past the
+  // machine's memory is refused; the default takes at most a quarter of it.
+  double cache_gib = flags.prompt_cache_gib;
+  const double physical_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+  if (physical_gib > 0 && flags.prompt_cache_gib_given && cache_gib > physical_gib)
+    return fail("--prompt-cache-gib: " + format_bytes(cache_gib * double(1 << 30)) + " is more than this machine's memory (" +
+                format_bytes(physical_gib * double(1 << 30)) + ")");
+  if (physical_gib > 0 && !flags.prompt_cache_gib_given) cache_gib = std::min(cache_gib, physical_gib / 4);
+
+  // Models with state: as many state slots again hold the prompt cache's snapshots on the device.
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
-  options.state_slots = flags.parallel;
+  options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
   ModelFlags model_flags = flags.model;
   const bool embedded = model_flags.model_dir.empty();
   if (embedded) {
@@ -81,20 +91,12 @@ int run_serve(const ServeFlags& flags) {
   auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
 
-  // The prompt cache's host memory (snapshots, evicted pages): an explicit size past the
-  // machine's memory is refused; the default takes at most a quarter of it.
-  double cache_gib = flags.prompt_cache_gib;
-  const double physical_gib = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
-  if (physical_gib > 0 && flags.prompt_cache_gib_given && cache_gib > physical_gib)
-    return fail("--prompt-cache-gib: " + format_bytes(cache_gib * double(1 << 30)) + " is more than this machine's memory (" +
-                format_bytes(physical_gib * double(1 << 30)) + ")");
-  if (physical_gib > 0 && !flags.prompt_cache_gib_given) cache_gib = std::min(cache_gib, physical_gib / 4);
-
   ServeSettings settings;
   settings.model_name = folder_name(model_flags.model_dir);
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
+  settings.lanes.snapshot_slots = cache_gib > 0 ? flags.parallel : 0;
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);

@@ -22,9 +22,7 @@ PrefixCache::Match LaneHost::cached_prefix(const Stream& stream) {
   const std::vector<int32_t>& prompt = stream.request.prompt;
   // At least the last prompt position is filled: its logits give the first token.
   const bool keeps_state = runner_.info().state_slots > 0;
-  PrefixCache::Match match = memory_.cache()->lookup(prompt, int64_t(prompt.size()) - 1, keeps_state);
-  if (keeps_state && match.snapshot && match.snapshot->size() != runner_.state_bytes()) return {};
-  return match;
+  return memory_.cache()->lookup(prompt, int64_t(prompt.size()) - 1, keeps_state);
 }
 
 void LaneHost::take_longer_prefix(Stream& stream) {
@@ -39,7 +37,7 @@ void LaneHost::start_from(Stream& stream, const PrefixCache::Match& cached) {
   // A cached prefix is not filled again; the state of models that keep one starts where the
   // snapshot left it. The plan's cuts are the whole prompt's (fill_plan cuts at absolute
   // positions), so the chunks that do run are the ones a cold fill runs.
-  if (cached.snapshot) runner_.load_state(cached.snapshot->data(), stream.memory.slot);
+  if (cached.snapshot_block >= 0) memory_.cache()->load_snapshot(cached, stream.memory.slot);
   {
     std::lock_guard lock(mutex_);
     stats_.cache_hits += stream.cached == 0 && cached.tokens > 0;
@@ -90,9 +88,7 @@ void LaneHost::cache_prefix(Stream& stream, int64_t length, bool snapshot) {
     return;
   }
   if (length % runner_.info().page_size != 0) return;  // a snapshot sits at the end of a block
-  auto state = std::make_unique<StateSnapshot>(runner_.state_bytes());
-  runner_.save_state(stream.memory.slot, state->data());
-  cache.insert(stream.tokens, stream.memory.table, length, std::move(state));
+  cache.insert(stream.tokens, stream.memory.table, length, stream.memory.slot);
 }
 
 void LaneHost::note_memory() {

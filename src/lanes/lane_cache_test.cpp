@@ -3,6 +3,8 @@
 // ids against a stream alone as well as where the fill resumed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <random>
 
 #include "lanes/lane_host.h"
@@ -198,9 +200,10 @@ TEST_P(LaneCacheTest, ARequestCanSkipTheCache) {
 
 // 40 pages: room for two streams of 300 positions, and little else. Cached pages must give way
 // to every admission, and a stream's ids never change. Returns the lane host's stats.
-LaneStats serve_under_pressure(RecordingRunner& small, size_t host_bytes) {
+LaneStats serve_under_pressure(RecordingRunner& small, size_t host_bytes, int32_t snapshot_slots = 0) {
   LaneSettings settings = cached_settings(2);
   settings.host_bytes = host_bytes;
+  settings.snapshot_slots = snapshot_slots;
   LaneHost host(small, settings);
   std::mt19937 random(7);
   std::vector<std::vector<int32_t>> prompts;
@@ -239,6 +242,19 @@ TEST_P(LaneCacheTest, PagesEvictedToHostMemoryComeBackExact) {
   EXPECT_GT(stats.cache.spilled_pages, 0u);
   EXPECT_GT(stats.cache.restored_pages, 0u);
   EXPECT_EQ(small.page_loads.size(), stats.cache.restored_pages);
+}
+
+TEST_P(LaneCacheTest, SnapshotsInTheCachesOwnSlotsRestoreExact) {
+  // Six slots: two for streams, four for the cache's snapshots (then host room for two).
+  RecordingRunner small{kVocab, 64, 1024, 16, 40, keeps_state() ? 6 : 0};
+  const LaneStats stats = serve_under_pressure(small, 1 << 20, 4);
+  if (!keeps_state()) return;
+  EXPECT_GT(stats.cache.device_snapshots, 0);
+  EXPECT_LE(stats.cache.device_snapshots, 4);
+  // Taken slot to slot (into slots 2 to 5) and restored slot to slot (into 0 or 1).
+  auto into_streams = [](const RecordingRunner::StateCopy& copy) { return copy.slot < 2; };
+  EXPECT_GT(std::count_if(small.copies.begin(), small.copies.end(), into_streams), 0);
+  EXPECT_GT(std::count_if(small.copies.begin(), small.copies.end(), std::not_fn(into_streams)), 0);
 }
 
 TEST_P(LaneCacheTest, ATurnEvictedToTheHostResumesAsIfItHadStayed) {

@@ -12,27 +12,42 @@ void StreamHandle::cancel() const {
 
 namespace {
 
-// The prompt cache keeps evicted pages in host memory through the runner's copies.
-PageCopies page_copies(StepRunner& runner) {
-  PageCopies copies;
-  copies.bytes = runner.page_bytes();
-  copies.save = [&runner](int32_t page, std::byte* dst) { runner.save_page(page, dst); };
-  copies.load = [&runner](const std::byte* src, int32_t page) { runner.load_page(src, page); };
-  return copies;
+// The state slots the prompt cache keeps snapshots in: the model's last snapshot_slots, never
+// all of them (streams need one).
+int32_t cache_slots(const ModelInfo& info, const LaneSettings& settings) {
+  if (!settings.prompt_cache || info.state_slots <= 0) return 0;
+  return std::clamp(settings.snapshot_slots, 0, info.state_slots - 1);
+}
+
+// How the memory the lane host plans reaches the model: the prompt cache copies pages and states
+// through the runner.
+StreamMemorySettings memory_settings(StepRunner& runner, const LaneSettings& settings) {
+  const ModelInfo& info = runner.info();
+  StreamMemorySettings memory{info.kv_pages, info.page_size, info.state_slots, settings.prompt_cache,
+                              settings.host_bytes, {}, {}};
+  const int32_t reserved = cache_slots(info, settings);
+  memory.state_slots -= reserved;
+  memory.page_copies.bytes = runner.page_bytes();
+  memory.page_copies.save = [&runner](int32_t page, std::byte* dst) { runner.save_page(page, dst); };
+  memory.page_copies.load = [&runner](const std::byte* src, int32_t page) { runner.load_page(src, page); };
+  memory.state_copies.bytes = runner.state_bytes();
+  for (int32_t slot = memory.state_slots; slot < info.state_slots; ++slot) memory.state_copies.slots.push_back(slot);
+  memory.state_copies.save = [&runner](int32_t slot, std::byte* dst) { runner.save_state(slot, dst); };
+  memory.state_copies.load = [&runner](const std::byte* src, int32_t slot) { runner.load_state(src, slot); };
+  memory.state_copies.copy = [&runner](int32_t from, int32_t to) { runner.copy_state(from, to); };
+  return memory;
 }
 
 }  // namespace
 
 LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
-    : runner_(runner),
-      settings_(settings),
-      memory_(StreamMemorySettings{runner.info().kv_pages, runner.info().page_size, runner.info().state_slots,
-                                   settings.prompt_cache, settings.host_bytes, page_copies(runner)}) {
+    : runner_(runner), settings_(settings), memory_(memory_settings(runner, settings)) {
   const ModelInfo& info = runner.info();
   note_memory();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));
   settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(info.max_rows)));
-  if (info.state_slots > 0) settings_.max_streams = std::min(settings_.max_streams, info.state_slots);
+  if (info.state_slots > 0)
+    settings_.max_streams = std::min(settings_.max_streams, info.state_slots - cache_slots(info, settings));
 }
 
 LaneHost::~LaneHost() { stop(); }

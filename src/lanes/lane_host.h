@@ -45,6 +45,9 @@ struct LaneSettings {
   // snapshots of recurrent state and the KV pages it evicts from the device.
   bool prompt_cache = false;
   size_t host_bytes = 0;
+  // Models with state: how many of the model's state slots (its last) hold the cache's
+  // snapshots on the device, not streams.
+  int32_t snapshot_slots = 0;
   int32_t snapshot_every = 16;  // chunks between snapshots of a long prompt's state
 };
 

@@ -112,6 +112,11 @@ void RecordingRunner::load_state(const std::byte* src, int32_t slot) {
   loads.push_back({slot, states_[size_t(slot)].position});
 }
 
+void RecordingRunner::copy_state(int32_t from, int32_t to) {
+  states_.at(size_t(to)) = states_.at(size_t(from));
+  copies.push_back({to, states_[size_t(to)].position});
+}
+
 size_t RecordingRunner::page_bytes() const { return size_t(info_.page_size) * sizeof(int32_t); }
 
 void RecordingRunner::save_page(int32_t page, std::byte* dst) {

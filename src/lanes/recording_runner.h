@@ -23,7 +23,7 @@ class RecordingRunner final : public StepRunner {
     std::vector<int32_t> tokens, positions, row_seq, seq_slots, logit_rows;
     size_t sequences = 0;
   };
-  struct StateCopy {  // a save_state or load_state
+  struct StateCopy {  // a save_state, load_state or copy_state (from a slot to `slot`)
     int32_t slot;
     int64_t position;  // the positions the state has taken in
   };
@@ -39,6 +39,7 @@ class RecordingRunner final : public StepRunner {
   size_t state_bytes() const override;
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
+  void copy_state(int32_t from, int32_t to) override;
   size_t page_bytes() const override;
   void save_page(int32_t page, std::byte* dst) override;
   void load_page(const std::byte* src, int32_t page) override;
@@ -49,7 +50,7 @@ class RecordingRunner final : public StepRunner {
   static std::vector<int32_t> alone_ids(const GenerateRequest& request, int64_t vocab);
 
   std::vector<Call> calls;
-  std::vector<StateCopy> saves, loads;
+  std::vector<StateCopy> saves, loads, copies;
   std::vector<int32_t> page_saves, page_loads;  // the pages copied to and from the host
 
  private:

@@ -43,10 +43,12 @@ class StepRunner {
   [[nodiscard]] virtual Status run(const StepPlan& plan, StepResult& result) = 0;
 
   // The prompt cache's snapshots of recurrent state (models with state slots): the bytes of
-  // one slot, and copies of a slot to and from host memory, in order with the steps.
+  // one slot, and copies of a slot to and from host memory and to another slot, in order with
+  // the steps.
   virtual size_t state_bytes() const { return 0; }
   virtual void save_state(int32_t slot, std::byte* dst) = 0;
   virtual void load_state(const std::byte* src, int32_t slot) = 0;
+  virtual void copy_state(int32_t from, int32_t to) = 0;  // slot to slot, on the device
   // The same for a KV page (every attention layer's K and V at its positions), for the pages
   // the prompt cache keeps in host memory. 0 bytes: the model cannot copy its pages.
   virtual size_t page_bytes() const { return 0; }

@@ -5,11 +5,14 @@
 
 namespace lockstep {
 
-PrefixCache::PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies copies)
+PrefixCache::PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies page_copies,
+                         StateCopies state_copies)
     : pages_(pages),
       page_size_(pages.page_size()),
       host_bytes_limit_(host_bytes_limit),
-      copies_(std::move(copies)),
+      page_copies_(std::move(page_copies)),
+      state_copies_(std::move(state_copies)),
+      free_snapshot_slots_(state_copies_.slots.rbegin(), state_copies_.slots.rend()),
       page_node_(size_t(std::max(pages.page_count(), 0)), -1) {}
 
 PrefixCache::~PrefixCache() = default;
@@ -57,7 +60,7 @@ PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t 
     stack.pop_back();
     path.resize(depth);
     path.push_back(node);
-    if ((!need_snapshot || nodes_[size_t(node)].snapshot) && path.size() > best_path.size()) best_path = path;
+    if ((!need_snapshot || nodes_[size_t(node)].has_snapshot()) && path.size() > best_path.size()) best_path = path;
     push_children(node, path.size());
   }
   Match match;
@@ -71,15 +74,12 @@ PrefixCache::Match PrefixCache::lookup(std::span<const int32_t> tokens, int64_t 
       match.host_blocks.push_back(node);
   }
   touch_path(best_path);
-  if (need_snapshot && !best_path.empty()) {
-    match.snapshot_block = best_path.back();
-    match.snapshot = nodes_[size_t(best_path.back())].snapshot.get();
-  }
+  if (need_snapshot && !best_path.empty()) match.snapshot_block = best_path.back();
   return match;
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table, int64_t length,
-                         std::unique_ptr<StateSnapshot> snapshot) {
+                         int32_t state_slot) {
   const int64_t blocks = std::min<int64_t>({length / page_size_, int64_t(table.pages.size()),
                                             int64_t(tokens.size()) / page_size_});
   std::vector<int32_t> path;
@@ -96,13 +96,64 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
     parent = node;
   }
   touch_path(path);
-  if (!snapshot || parent < 0 || blocks * page_size_ != length) return;
-  Node& last = nodes_[size_t(parent)];
-  if (last.snapshot || !make_host_room(snapshot->size())) return;
-  stats_.host_bytes += int64_t(snapshot->size());
-  ++stats_.snapshots;
-  last.snapshot = std::move(snapshot);
-  host_items_.push({last.used, parent});
+  if (state_slot < 0 || parent < 0 || blocks * page_size_ != length || nodes_[size_t(parent)].has_snapshot()) return;
+  // On the device if a slot is free or can be freed, else on the host if there is room.
+  nodes_[size_t(parent)].pinned = true;  // freeing room must not take the node itself
+  const int32_t slot = take_snapshot_slot();
+  if (slot >= 0) {
+    state_copies_.copy(state_slot, slot);
+    nodes_[size_t(parent)].snapshot_slot = slot;
+    ++stats_.device_snapshots;
+  } else if (make_host_room(state_copies_.bytes)) {
+    auto snapshot = std::make_unique<StateSnapshot>(state_copies_.bytes);
+    state_copies_.save(state_slot, snapshot->data());
+    nodes_[size_t(parent)].snapshot = std::move(snapshot);
+    stats_.host_bytes += int64_t(state_copies_.bytes);
+    host_items_.push({nodes_[size_t(parent)].used, parent});
+  }
+  nodes_[size_t(parent)].pinned = false;
+  stats_.snapshots += nodes_[size_t(parent)].has_snapshot();
+}
+
+int32_t PrefixCache::take_snapshot_slot() {
+  if (!free_snapshot_slots_.empty()) {
+    const int32_t slot = free_snapshot_slots_.back();
+    free_snapshot_slots_.pop_back();
+    return slot;
+  }
+  // Every slot holds a snapshot: the least recently used one moves to the host (or goes).
+  int32_t oldest = -1;
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& node = nodes_[id];
+    if (node.live && node.snapshot_slot >= 0 && !node.pinned && (oldest < 0 || node.used < nodes_[size_t(oldest)].used))
+      oldest = int32_t(id);
+  }
+  if (oldest < 0) return -1;
+  Node& node = nodes_[size_t(oldest)];
+  const int32_t slot = node.snapshot_slot;
+  node.pinned = true;
+  if (make_host_room(state_copies_.bytes)) {
+    node.snapshot = std::make_unique<StateSnapshot>(state_copies_.bytes);
+    state_copies_.save(slot, node.snapshot->data());
+    stats_.host_bytes += int64_t(state_copies_.bytes);
+    host_items_.push({node.used, oldest});
+  } else {
+    --stats_.snapshots;
+    ++stats_.evicted_snapshots;
+  }
+  node.pinned = false;
+  node.snapshot_slot = -1;
+  --stats_.device_snapshots;
+  return slot;
+}
+
+void PrefixCache::load_snapshot(const Match& match, int32_t slot) {
+  const Node& node = nodes_[size_t(match.snapshot_block)];
+  assert(node.has_snapshot());
+  if (node.snapshot_slot >= 0)
+    state_copies_.copy(node.snapshot_slot, slot);
+  else
+    state_copies_.load(node.snapshot->data(), slot);
 }
 
 int32_t PrefixCache::add(int32_t parent, std::span<const int32_t> block, int32_t page) {
@@ -152,7 +203,7 @@ bool PrefixCache::evictable(int32_t id) const {
 
 bool PrefixCache::holds_host_memory(int32_t id) const {
   const Node& node = nodes_[size_t(id)];
-  return node.live && (node.snapshot || node.page < 0);
+  return node.live && (node.snapshot != nullptr || node.page < 0);
 }
 
 void PrefixCache::on_stream_release(int32_t page) {
@@ -168,7 +219,7 @@ bool PrefixCache::evict(bool keep_on_host) {
     leaves_.pop();
     // Entries go stale when their node is used again, gains a child or a stream, or goes.
     if (candidate.used != nodes_[size_t(candidate.node)].used || !evictable(candidate.node)) continue;
-    if (keep_on_host && copies_.bytes > 0 && make_host_room(copies_.bytes))
+    if (keep_on_host && page_copies_.bytes > 0 && make_host_room(page_copies_.bytes))
       spill(candidate.node);
     else
       remove_from(candidate.node);
@@ -179,15 +230,15 @@ bool PrefixCache::evict(bool keep_on_host) {
 
 void PrefixCache::spill(int32_t id) {
   Node& node = nodes_[size_t(id)];
-  node.host.resize(copies_.bytes);
-  copies_.save(node.page, node.host.data());
+  node.host.resize(page_copies_.bytes);
+  page_copies_.save(node.page, node.host.data());
   page_node_[size_t(node.page)] = -1;
   pages_.release(node.page);
   node.page = -1;
   --stats_.pages;
   ++stats_.host_pages;
   ++stats_.spilled_pages;
-  stats_.host_bytes += int64_t(copies_.bytes);
+  stats_.host_bytes += int64_t(page_copies_.bytes);
   host_items_.push({node.used, id});
   if (node.parent >= 0) {
     --nodes_[size_t(node.parent)].device_children;
@@ -208,7 +259,7 @@ void PrefixCache::pin(const Match& match, bool pinned) {
 void PrefixCache::restore(int32_t id, int32_t page) {
   Node& node = nodes_[size_t(id)];
   assert(node.live && node.page < 0 && page_node_[size_t(page)] < 0);
-  copies_.load(node.host.data(), page);
+  page_copies_.load(node.host.data(), page);
   stats_.host_bytes -= int64_t(node.host.size());
   node.host = {};
   node.page = page;
@@ -265,10 +316,15 @@ void PrefixCache::remove(int32_t id) {
 }
 
 void PrefixCache::drop_snapshot(Node& node) {
-  if (!node.snapshot) return;
-  stats_.host_bytes -= int64_t(node.snapshot->size());
-  --stats_.snapshots;
+  if (!node.has_snapshot()) return;
+  if (node.snapshot) stats_.host_bytes -= int64_t(node.snapshot->size());
   node.snapshot.reset();
+  if (node.snapshot_slot >= 0) {
+    free_snapshot_slots_.push_back(node.snapshot_slot);
+    node.snapshot_slot = -1;
+    --stats_.device_snapshots;
+  }
+  --stats_.snapshots;
 }
 
 bool PrefixCache::make_host_room(size_t bytes) {
@@ -283,7 +339,9 @@ bool PrefixCache::make_host_room(size_t bytes) {
     if (node.page < 0) {
       remove_from(candidate.node);
     } else {
-      drop_snapshot(node);
+      stats_.host_bytes -= int64_t(node.snapshot->size());
+      node.snapshot.reset();
+      --stats_.snapshots;
       ++stats_.evicted_snapshots;
     }
   }

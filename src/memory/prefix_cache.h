@@ -13,6 +13,8 @@
 // - Device: the cache holds each of its pages once in the KvPagePool. A page only the cache
 //   holds, with no child block on the device, can be evicted (least recently used first)
 //   whenever a stream needs a page: the cache lives in the pages no stream has reserved.
+//   Snapshots go to state slots set aside for the cache (StateCopies::slots; no stream uses
+//   them), copied slot to slot; when every one is taken the least recently used moves to host.
 // - Host, at most `host_bytes_limit` bytes: snapshots, and the K and V of evicted pages (with
 //   PageCopies), least recently used out first. A block kept on the host is still matched; the
 //   stream that matches it takes a page of its own and restore() copies the block back. So a
@@ -45,10 +47,20 @@ struct PageCopies {
   std::function<void(const std::byte* src, int32_t page)> load;
 };
 
+// How the cache keeps a stream's recurrent state: the model's copies, in order with its passes.
+struct StateCopies {
+  size_t bytes = 0;                // one slot's state
+  std::vector<int32_t> slots;      // state slots for the cache's own snapshots (none: host only)
+  std::function<void(int32_t slot, std::byte* dst)> save;
+  std::function<void(const std::byte* src, int32_t slot)> load;
+  std::function<void(int32_t from, int32_t to)> copy;
+};
+
 struct PrefixCacheStats {
   int32_t pages = 0;              // device pages the cache holds (some also held by streams)
   int32_t host_pages = 0;         // blocks whose K and V are kept in host memory
-  int64_t snapshots = 0;
+  int64_t snapshots = 0;          // on the device and on the host
+  int64_t device_snapshots = 0;   // in the cache's state slots
   int64_t host_bytes = 0;         // snapshots and host pages
   uint64_t evicted_pages = 0;     // blocks dropped from the cache, device or host
   uint64_t evicted_snapshots = 0;
@@ -58,7 +70,8 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies copies = {});
+  PrefixCache(KvPagePool& pages, size_t host_bytes_limit, PageCopies page_copies = {},
+              StateCopies state_copies = {});
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -67,8 +80,8 @@ class PrefixCache {
     int64_t tokens = 0;                        // positions [0, tokens) are cached
     std::vector<int32_t> pages;                // the device pages of the first blocks, in order
     std::vector<int32_t> host_blocks;          // then the blocks kept on the host, for restore()
-    const StateSnapshot* snapshot = nullptr;   // with need_snapshot: the state after `tokens`
-    int32_t snapshot_block = -1;
+    int32_t snapshot_block = -1;               // with need_snapshot: the block whose snapshot is
+                                               // the state after `tokens` (load_snapshot())
   };
   // The longest cached prefix of tokens[0, limit), in whole blocks. need_snapshot: only as far
   // as the deepest block with a snapshot (nothing if none). Marks what it returns as used.
@@ -78,9 +91,11 @@ class PrefixCache {
   // with the same page is kept; the same ids cached with another page (another stream filled
   // them too) stay, and this copy is cached beside them, so that every cached path is one
   // stream's pages: a block's parent is always held by the streams that hold it. `snapshot`,
-  // when given, is the state after `length` positions (a multiple of the page size).
-  void insert(std::span<const int32_t> tokens, const PageTable& table, int64_t length,
-              std::unique_ptr<StateSnapshot> snapshot = nullptr);
+  // `state_slot`, when given, holds the state after `length` positions (a multiple of the page
+  // size): the cache keeps a snapshot of it.
+  void insert(std::span<const int32_t> tokens, const PageTable& table, int64_t length, int32_t state_slot = -1);
+  // Sets state slot `slot` to the snapshot of a lookup's match (which must have one).
+  void load_snapshot(const Match& match, int32_t slot);
 
   // Restoring a match's host blocks: pin() keeps them and its snapshot while the stream takes
   // pages (which may evict); restore() copies a host block into `page` (a page of the stream's
@@ -111,8 +126,10 @@ class PrefixCache {
     uint64_t used = 0;    // when a lookup or insert last touched it or a block after it
     uint64_t key = 0;
     std::vector<int32_t> tokens;
-    std::unique_ptr<StateSnapshot> snapshot;
+    std::unique_ptr<StateSnapshot> snapshot;  // on the host
+    int32_t snapshot_slot = -1;               // on the device
     std::vector<std::byte> host;
+    bool has_snapshot() const { return snapshot || snapshot_slot >= 0; }
   };
   struct Candidate {  // a node that may be evictable (or hold host memory), as of `used`
     uint64_t used;
@@ -138,13 +155,18 @@ class PrefixCache {
   void remove_from(int32_t node);
   void remove(int32_t node);
   void drop_snapshot(Node& node);
+  // A free state slot for a snapshot, moving the least recently used one to the host if none is;
+  // -1 if every one is pinned.
+  int32_t take_snapshot_slot();
   // Drops the least recently used host memory until `bytes` more fit; false if they can't.
   bool make_host_room(size_t bytes);
 
   KvPagePool& pages_;
   const int32_t page_size_;
   const size_t host_bytes_limit_;
-  const PageCopies copies_;
+  const PageCopies page_copies_;
+  const StateCopies state_copies_;
+  std::vector<int32_t> free_snapshot_slots_;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;
   std::unordered_multimap<uint64_t, int32_t> index_;  // key_of(parent, block) -> node

@@ -35,10 +35,6 @@ void let_go(KvPagePool& pool, PrefixCache& cache, PageTable& table) {
   }
 }
 
-std::unique_ptr<StateSnapshot> snapshot(size_t bytes, std::byte value) {
-  return std::make_unique<StateSnapshot>(bytes, value);
-}
-
 TEST(PrefixCache, MatchesWholeBlocksOfTheSameIds) {
   KvPagePool pool(16, kPage);
   PrefixCache cache(pool, 0);
@@ -98,50 +94,112 @@ TEST(PrefixCache, NeverEvictsAPageAStreamHolds) {
   EXPECT_FALSE(cache.evict_page());  // its parent is still the stream's
 }
 
+// State slots for the tests: each slot's state is one int. Slot 0 is the stream's.
+struct FakeStates {
+  std::vector<int32_t> slots;
+  explicit FakeStates(int32_t count) : slots(size_t(count), -1) {}
+  StateCopies copies(std::vector<int32_t> cache_slots = {}) {
+    StateCopies copies;
+    copies.bytes = sizeof(int32_t);
+    copies.slots = std::move(cache_slots);
+    copies.save = [this](int32_t slot, std::byte* dst) { std::memcpy(dst, &slots[size_t(slot)], sizeof(int32_t)); };
+    copies.load = [this](const std::byte* src, int32_t slot) { std::memcpy(&slots[size_t(slot)], src, sizeof(int32_t)); };
+    copies.copy = [this](int32_t from, int32_t to) { slots[size_t(to)] = slots[size_t(from)]; };
+    return copies;
+  }
+  // Caches tokens[0, length) with the stream's state `state` after it.
+  void insert(PrefixCache& cache, const std::vector<int32_t>& tokens, const PageTable& table, int64_t length,
+              int32_t state) {
+    slots[0] = state;
+    cache.insert(tokens, table, length, 0);
+  }
+  // The state a match's snapshot gives the stream's slot.
+  int32_t restored(PrefixCache& cache, const PrefixCache::Match& match) {
+    slots[0] = -1;
+    cache.load_snapshot(match, 0);
+    return slots[0];
+  }
+};
+
 TEST(PrefixCache, SnapshotsLimitTheMatchAndStayWithinTheirBytes) {
   KvPagePool pool(16, kPage);
-  PrefixCache cache(pool, 100);
+  FakeStates states(1);
+  PrefixCache cache(pool, 2 * sizeof(int32_t), {}, states.copies());  // host room for two
   const std::vector<int32_t> tokens = ids(0, 16);
   PageTable table = filled(pool, 16);
-  cache.insert(tokens, table, 8, snapshot(40, std::byte{8}));
-  cache.insert(tokens, table, 16, snapshot(40, std::byte{16}));
+  states.insert(cache, tokens, table, 8, 8);
+  states.insert(cache, tokens, table, 16, 16);
   PrefixCache::Match match = cache.lookup(tokens, 16, true);
   EXPECT_EQ(match.tokens, 16);
-  ASSERT_NE(match.snapshot, nullptr);
-  EXPECT_EQ(match.snapshot->front(), std::byte{16});
+  ASSERT_GE(match.snapshot_block, 0);
+  EXPECT_EQ(states.restored(cache, match), 16);
   match = cache.lookup(tokens, 15, true);  // the deepest snapshot within the limit
   EXPECT_EQ(match.tokens, 8);
-  EXPECT_EQ(match.snapshot->front(), std::byte{8});
-  // A third snapshot passes 100 bytes: the least recently used one (16's) goes.
+  EXPECT_EQ(states.restored(cache, match), 8);
+  // A third snapshot passes the limit: the least recently used one (16's) goes.
   const std::vector<int32_t> other = ids(40, 8);
   PageTable other_table = filled(pool, 8);
-  cache.insert(other, other_table, 8, snapshot(40, std::byte{1}));
+  states.insert(cache, other, other_table, 8, 1);
   EXPECT_EQ(cache.stats().snapshots, 2);
-  EXPECT_EQ(cache.stats().host_bytes, 80);
+  EXPECT_EQ(cache.stats().host_bytes, 8);
+  EXPECT_EQ(cache.stats().evicted_snapshots, 1u);
   EXPECT_EQ(cache.lookup(tokens, 16, true).tokens, 8);
-  // Too big to hold at all: not kept.
-  cache.insert(ids(60, 4), filled(pool, 4), 4, snapshot(101, std::byte{2}));
-  EXPECT_EQ(cache.stats().snapshots, 2);
+  // No room at all: not kept.
+  PrefixCache none(pool, 3, {}, states.copies());
+  states.insert(none, ids(60, 4), filled(pool, 4), 4, 2);
+  EXPECT_EQ(none.stats().snapshots, 0);
+  EXPECT_EQ(none.lookup(ids(60, 4), 4, true).tokens, 0);
+}
+
+TEST(PrefixCache, SnapshotsLiveInTheCachesSlotsThenMoveToTheHost) {
+  KvPagePool pool(16, kPage);
+  FakeStates states(3);
+  PrefixCache cache(pool, sizeof(int32_t), {}, states.copies({1, 2}));  // two slots, host room for one
+  std::vector<PageTable> tables;
+  for (int32_t i = 0; i < 4; ++i) {
+    tables.push_back(filled(pool, 4));
+    states.insert(cache, ids(100 * i, 4), tables.back(), 4, 10 + i);
+  }
+  // The first two went to the slots; the third moved the first to the host; the fourth moved
+  // the second there, which pushed the first out.
+  const PrefixCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.snapshots, 3);
+  EXPECT_EQ(stats.device_snapshots, 2);
+  EXPECT_EQ(stats.host_bytes, 4);
+  EXPECT_EQ(stats.evicted_snapshots, 1u);
+  EXPECT_EQ(cache.lookup(ids(0, 4), 4, true).tokens, 0);
+  for (int32_t i = 1; i < 4; ++i) {
+    PrefixCache::Match match = cache.lookup(ids(100 * i, 4), 4, true);
+    ASSERT_EQ(match.tokens, 4) << i;
+    EXPECT_EQ(states.restored(cache, match), 10 + i);
+  }
+  // The cache's slots hold the last two; the stream's slot was never one of them.
+  EXPECT_EQ(states.slots[1] + states.slots[2], 12 + 13);
+  cache.clear();
+  EXPECT_EQ(cache.stats().snapshots, 0);
+  EXPECT_EQ(cache.stats().device_snapshots, 0);
+  EXPECT_EQ(cache.stats().host_bytes, 0);
 }
 
 TEST(PrefixCache, TwoCopiesOfTheSameBlocksEachLeadToTheirOwnStreamsBlocks) {
   KvPagePool pool(16, kPage);
-  PrefixCache cache(pool, 100);
+  FakeStates states(1);
+  PrefixCache cache(pool, 100, {}, states.copies());
   // Two streams filled the same first two blocks at once, then went their own ways.
   std::vector<int32_t> a = ids(0, 16), b = ids(0, 16);
   for (size_t i = 8; i < 16; ++i) b[i] = int32_t(100 + i);
   PageTable first = filled(pool, 16), second = filled(pool, 16);
-  cache.insert(a, first, 16, snapshot(10, std::byte{1}));
-  cache.insert(b, second, 16, snapshot(10, std::byte{2}));
+  states.insert(cache, a, first, 16, 1);
+  states.insert(cache, b, second, 16, 2);
   EXPECT_EQ(cache.stats().pages, 8);  // b's copy of the shared blocks is cached beside a's
   // Each lookup follows the copy that leads to its own blocks, pages and snapshot.
   PrefixCache::Match match = cache.lookup(b, 16, true);
   EXPECT_EQ(match.tokens, 16);
   EXPECT_EQ(match.pages, second.pages);
-  EXPECT_EQ(match.snapshot->front(), std::byte{2});
+  EXPECT_EQ(states.restored(cache, match), 2);
   match = cache.lookup(a, 16, true);
   EXPECT_EQ(match.pages, first.pages);
-  EXPECT_EQ(match.snapshot->front(), std::byte{1});
+  EXPECT_EQ(states.restored(cache, match), 1);
 }
 
 // Host copies of pages for the tests: each page's "K and V" is one int, its contents.
@@ -237,9 +295,10 @@ TEST(PrefixCache, AFullHostDropsItsLeastRecentlyUsedBlocksLastFirst) {
 TEST(PrefixCache, ClearDropsHostBlocksToo) {
   KvPagePool pool(4, kPage);
   FakePages fake(4);
-  PrefixCache cache(pool, 1024, fake.copies());
+  FakeStates states(1);
+  PrefixCache cache(pool, 1024, fake.copies(), states.copies());
   PageTable table = filled(pool, 16);
-  cache.insert(ids(0, 16), table, 16, snapshot(8, std::byte{1}));
+  states.insert(cache, ids(0, 16), table, 16, 1);
   let_go(pool, cache, table);
   ASSERT_TRUE(cache.evict_page());
   cache.clear();
@@ -253,7 +312,7 @@ TEST(PrefixCache, ClearDropsHostBlocksToo) {
 
 TEST(StreamMemoryCache, AdmissionRestoresHostBlocksIntoTheStreamsOwnPages) {
   FakePages fake(6);
-  StreamMemory memory(StreamMemorySettings{6, kPage, 0, true, 1024, fake.copies()});
+  StreamMemory memory(StreamMemorySettings{6, kPage, 0, true, 1024, fake.copies(), {}});
   PrefixCache& cache = *memory.cache();
   const std::vector<int32_t> tokens = ids(0, 16);
   auto a = memory.admit(16);
@@ -284,7 +343,7 @@ TEST(StreamMemoryCache, AdmissionRestoresHostBlocksIntoTheStreamsOwnPages) {
 }
 
 TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
-  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}});
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}, {}});
   PrefixCache& cache = *memory.cache();
   auto a = memory.admit(32);
   ASSERT_TRUE(a);
@@ -304,7 +363,7 @@ TEST(StreamMemoryCache, CachedPagesAreRoomAndEvictedWhenAStreamGrows) {
 }
 
 TEST(StreamMemoryCache, SharedPagesAreHeldOnceAndCountedOnce) {
-  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}});
+  StreamMemory memory(StreamMemorySettings{8, kPage, 0, true, 0, {}, {}});
   PrefixCache& cache = *memory.cache();
   const std::vector<int32_t> tokens = ids(0, 20);
   auto a = memory.admit(20);

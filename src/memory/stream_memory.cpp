@@ -9,11 +9,11 @@ StreamMemory::StreamMemory(const StreamMemorySettings& settings)
     : pages_(settings.kv_pages, settings.page_size),
       slots_(settings.state_slots),
       keeps_state_(settings.state_slots > 0) {
-  if (settings.prompt_cache) cache_ = std::make_unique<PrefixCache>(pages_, settings.host_bytes, settings.page_copies);
+  if (settings.prompt_cache) cache_ = std::make_unique<PrefixCache>(pages_, settings.host_bytes, settings.page_copies, settings.state_copies);
 }
 
 StreamMemory::StreamMemory(int32_t kv_pages, int32_t page_size, int32_t state_slots)
-    : StreamMemory(StreamMemorySettings{kv_pages, page_size, state_slots, false, 0, {}}) {}
+    : StreamMemory(StreamMemorySettings{kv_pages, page_size, state_slots, false, 0, {}, {}}) {}
 
 int32_t StreamMemory::stream_holders(int32_t page) const {
   return pages_.holders(page) - (cache_ && cache_->holds(page) ? 1 : 0);

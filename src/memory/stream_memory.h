@@ -36,10 +36,11 @@ struct StreamMemoryHold {
 struct StreamMemorySettings {
   int32_t kv_pages = 0;
   int32_t page_size = 16;
-  int32_t state_slots = 0;       // 0: the model keeps no recurrent state
+  int32_t state_slots = 0;       // streams' slots (0: the model keeps no recurrent state)
   bool prompt_cache = false;
   size_t host_bytes = 0;         // the prompt cache's host memory: snapshots and evicted pages
   PageCopies page_copies;        // how pages go to host memory and back (none: dropped)
+  StateCopies state_copies;      // how snapshots are taken and restored, and the cache's slots
 };
 
 class StreamMemory {

@@ -48,6 +48,11 @@ class Model {
     (void)src;
     (void)slot;
   }
+  // Sets state slot `to` from slot `from`, on the device, in order with the passes.
+  virtual void copy_state(int32_t from, int32_t to) {
+    (void)from;
+    (void)to;
+  }
 
   // The same for KV page `page`: every attention layer's K and V at its positions.
   size_t page_bytes();

@@ -21,6 +21,7 @@ class ModelRunner final : public StepRunner {
   size_t state_bytes() const override { return model_.state_bytes(); }
   void save_state(int32_t slot, std::byte* dst) override { model_.save_state(slot, dst); }
   void load_state(const std::byte* src, int32_t slot) override { model_.load_state(src, slot); }
+  void copy_state(int32_t from, int32_t to) override { model_.copy_state(from, to); }
   size_t page_bytes() const override { return model_.page_bytes(); }
   void save_page(int32_t page, std::byte* dst) override { model_.save_page(page, dst); }
   void load_page(const std::byte* src, int32_t page) override { model_.load_page(src, page); }

@@ -100,6 +100,8 @@ std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes)
   counter(out, "lockstep_prompt_cache_restored_pages_total", "KV pages copied back from host memory to a stream.",
           double(lanes.cache.restored_pages));
   gauge(out, "lockstep_prompt_cache_snapshots", "State snapshots the prompt cache holds.", double(lanes.cache.snapshots));
+  gauge(out, "lockstep_prompt_cache_device_snapshots", "State snapshots the prompt cache holds in its own state slots.",
+        double(lanes.cache.device_snapshots));
   counter(out, "lockstep_prompt_cache_evictions_total", "KV pages and snapshots the prompt cache let go of for room.",
           double(lanes.cache.evicted_pages + lanes.cache.evicted_snapshots));
   first_token_.render("lockstep_time_to_first_token_seconds", "From request to its first token.", out);

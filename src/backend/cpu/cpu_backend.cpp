@@ -67,6 +67,8 @@ void CpuBackend::upload(const Tensor& dst, const void* src) { std::memcpy(dst.da
 
 void CpuBackend::download(void* dst, const Tensor& src) { std::memcpy(dst, src.data, src.bytes()); }
 
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) { std::memcpy(dst.data, src.data, src.bytes()); }
+
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cpu::MatmulArgs args{x.as<float>(), w.data, out.as<float>(), x.rows(), x.cols(), w.shape[0]};
   cpu::MatmulFn fn = w.dtype == DType::bf16 ? matmul_.bf16 : matmul_.f32;

@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
   double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
   void synchronize() override {}
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;

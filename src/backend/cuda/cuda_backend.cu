@@ -95,6 +95,7 @@ void CudaBackend::release(const Tensor& tensor) {
 
 void CudaBackend::upload(const Tensor& dst, const void* src) { context_->upload(dst, src); }
 void CudaBackend::download(void* dst, const Tensor& src) { context_->download(dst, src); }
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) { context_->copy(dst, src); }
 void CudaBackend::synchronize() { context_->synchronize(); }
 
 bool CudaBackend::use_relaxed_matmul(std::string* why) {

@@ -159,6 +159,12 @@ void Context::download(void* dst, const Tensor& src) {
   staging_used_ = 0;
 }
 
+void Context::copy(const Tensor& dst, const Tensor& src) {
+  launches.flush();
+  if (src.bytes() > 0)
+    LOCKSTEP_CUDA(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, stream()));
+}
+
 void Context::synchronize() {
   launches.flush();
   LOCKSTEP_CUDA(cudaStreamSynchronize(stream()));

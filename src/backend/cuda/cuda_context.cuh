@@ -68,6 +68,8 @@ class Context {
   void upload(const Tensor& dst, const void* src);
   // Runs what is queued, then copies src to dst (large copies through pinned memory).
   void download(void* dst, const Tensor& src);
+  // Copies src to dst on the device after every queued launch; does not wait.
+  void copy(const Tensor& dst, const Tensor& src);
   void synchronize();
 
   bool packed(const Tensor& w) const { return packed_weights.count(w.data) > 0; }

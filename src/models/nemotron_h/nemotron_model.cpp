@@ -264,6 +264,13 @@ void NemotronModel::save_state(int32_t slot, std::byte* dst) {
   });
 }
 
+void NemotronModel::copy_state(int32_t from, int32_t to) {
+  std::vector<Tensor> sources;
+  for_each_state_part(layers_, from, [&](const Tensor& part) { sources.push_back(part); });
+  size_t i = 0;
+  for_each_state_part(layers_, to, [&](const Tensor& part) { backend_.copy(part, sources[i++]); });
+}
+
 void NemotronModel::load_state(const std::byte* src, int32_t slot) {
   for_each_state_part(layers_, slot, [&](const Tensor& part) {
     backend_.upload(part, src);

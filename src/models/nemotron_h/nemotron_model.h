@@ -69,6 +69,7 @@ class NemotronModel final : public Model {
   size_t state_bytes() const override;
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
+  void copy_state(int32_t from, int32_t to) override;
 
  protected:
   std::vector<Tensor> kv_caches() override;
