@@ -131,8 +131,8 @@ struct LevelResult {
     std::printf("    %-40s %8.3f ms\n", ops[i].second.c_str(), 1e3 * ops[i].first / passes);
 }
 
-// The prompt cache's copies between device and host: a state snapshot (models with state) and a
-// KV page, each way, the median of 9.
+// The prompt cache's copies: a state snapshot (models with state) to the host and back and from
+// slot to slot, and a KV page to the host and back; the median of 9, each waited for.
 void print_cache_copies(Model& model) {
   auto median_ms = [](auto copy) {
     std::vector<double> times;
@@ -145,10 +145,16 @@ void print_cache_copies(Model& model) {
     return times[times.size() / 2];
   };
   std::vector<std::byte> host(std::max(model.state_bytes(), model.page_bytes()));
-  if (model.state_bytes() > 0)
-    std::printf("%-40s %10.2f ms save, %.2f ms load (%.1f MB)\n", "prompt cache: state snapshot",
+  if (model.state_bytes() > 0) {
+    std::printf("%-40s %10.2f ms save, %.2f ms load (%.1f MB)\n", "prompt cache: state snapshot to host",
                 median_ms([&] { model.save_state(0, host.data()); }), median_ms([&] { model.load_state(host.data(), 0); }),
                 double(model.state_bytes()) / 1e6);
+    if (model.info().state_slots > 1)
+      std::printf("%-40s %10.3f ms\n", "prompt cache: state slot to slot", median_ms([&] {
+                    model.copy_state(0, 1);
+                    model.backend().synchronize();
+                  }));
+  }
   if (model.page_bytes() > 0)
     std::printf("%-40s %10.3f ms save, %.3f ms load (%.0f KiB)\n", "prompt cache: KV page to host",
                 median_ms([&] { model.save_page(0, host.data()); }), median_ms([&] { model.load_page(host.data(), 0); }),
