@@ -168,7 +168,8 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1048576.0))
       ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
   command->add_flag("--no-drafts", flags->no_drafts,
-                    "no MTP drafts (no model lockstep runs has an MTP head yet, so there are none either way)");
+                    "no MTP drafts (lockstep loads MTP heads but does not draft with them yet, so there are none "
+                    "either way)");
   return {command, [flags] { return run_serve(*flags); }};
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,20 @@ class Model {
   virtual void copy_state(int32_t from, int32_t to) {
     (void)from;
     (void)to;
+  }
+
+  // The MTP head, for models that have one (ModelInfo::draft_head): a pass over rows that each
+  // pair a hidden state with the token after it. Row r reads hidden row hidden_rows[r] of the
+  // last main pass (forward) or of the last head pass (a draft chained on a draft), and the
+  // head's own K and V through the batch's page tables, at the hidden state's position (the
+  // head writes its K and V there). Returns the logits of batch.logit_rows, as forward does.
+  enum class DraftInput { main_pass, head_pass };
+  [[nodiscard]] virtual Expected<Tensor> forward_draft(const ForwardBatch& batch, DraftInput input,
+                                                       std::span<const int32_t> hidden_rows) {
+    (void)batch;
+    (void)input;
+    (void)hidden_rows;
+    return make_error("this model has no MTP head");
   }
 
   // The same for KV page `page`: every attention layer's K and V at its positions.

@@ -20,6 +20,7 @@ struct ModelInfo {
   int64_t kv_page_bytes = 0;     // backend memory of one page, over every layer
   int32_t state_slots = 0;       // recurrent-state slots (0: the model keeps no such state)
   int64_t decode_weight_bytes = 0;  // weight bytes one decode row reads (MoE: the active experts)
+  bool draft_head = false;       // has an MTP head (Model::forward_draft)
   std::vector<int32_t> eos_ids;  // a generated id in this list ends the stream
 };
 

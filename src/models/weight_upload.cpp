@@ -65,6 +65,25 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
   return loaded(backend, std::move(tensor), use);
 }
 
+Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
+                                     const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
+  auto info = weights.get(name, shape);
+  if (!info.ok()) return info.error();
+  const int64_t rows = shape[0], cols = shape[1];
+  const size_t element = info->bytes / size_t(rows * cols);
+  std::vector<std::byte> part(size_t(rows * count) * element);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(part.data() + size_t(r * count) * element,
+                static_cast<const std::byte*>(info->data) + size_t(r * cols + begin) * element, size_t(count) * element);
+  TensorInfo columns = *info;
+  columns.shape = {rows, count};
+  columns.data = part.data();
+  columns.bytes = part.size();
+  OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), columns.shape);
+  upload_into(backend, columns, tensor);
+  return loaded(backend, std::move(tensor), use);
+}
+
 Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,
                                      const Shape& shape, int cut, WeightUse use) {
   const int64_t extra = shared_expert_count(names.shared_size, shape[cut]);

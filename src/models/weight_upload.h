@@ -27,6 +27,12 @@ enum class WeightUse {
                                                         const std::vector<std::string>& names,
                                                         const std::vector<Shape>& shapes, WeightUse use);
 
+// Uploads columns [begin, begin + count) of the 2-D tensor `name` of `shape` (one matmul's
+// weight out of a wider one: the MTP head's eh_proj, split where its input is concatenated).
+[[nodiscard]] Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend,
+                                                   const std::string& name, const Shape& shape, int64_t begin,
+                                                   int64_t count, WeightUse use);
+
 // A MoE layer's up or down projections as one stack [experts + extra, shape...] for
 // Backend::moe_experts: the routed experts (one name each, or with `stacked` one name of all of
 // them), then the shared expert `shared`, whose size along dimension `cut` (0: rows, for up

@@ -1,6 +1,7 @@
 #include "models/nemotron_h/nemotron_config.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "models/config_fields.h"
 
@@ -8,9 +9,12 @@ namespace lockstep::nemotron_h {
 
 namespace {
 
-Expected<std::vector<LayerKind>> parse_layers(const nlohmann::json& json) {
+// Layer kinds from a list of names (`list_key`) or a pattern string (`pattern_key`), the list
+// first; nullopt when neither is there.
+Expected<std::optional<std::vector<LayerKind>>> parse_layer_kinds(const nlohmann::json& json, const char* list_key,
+                                                                  const char* pattern_key) {
   std::vector<LayerKind> layers;
-  auto list = json.find("layers_block_type");
+  auto list = json.find(list_key);
   if (list != json.end() && list->is_array()) {
     for (const auto& item : *list) {
       std::string name = item.is_string() ? item.get<std::string>() : "";
@@ -18,21 +22,45 @@ Expected<std::vector<LayerKind>> parse_layers(const nlohmann::json& json) {
       else if (name == "full_attention" || name == "attention") layers.push_back(LayerKind::attention);
       else if (name == "mlp") layers.push_back(LayerKind::mlp);
       else if (name == "moe") layers.push_back(LayerKind::moe);
-      else return make_error("config.json 'layers_block_type' has an unknown layer type '" + name + "'");
+      else return make_error(std::string("config.json '") + list_key + "' has an unknown layer type '" + name + "'");
     }
-    return layers;
+    return std::optional(layers);
   }
-  auto pattern = json.find("hybrid_override_pattern");
-  if (pattern == json.end() || !pattern->is_string())
-    return make_error("config.json needs 'layers_block_type' or 'hybrid_override_pattern'");
+  auto pattern = json.find(pattern_key);
+  if (pattern == json.end() || !pattern->is_string()) return std::optional<std::vector<LayerKind>>();
   for (char c : pattern->get<std::string>()) {
     if (c == 'M') layers.push_back(LayerKind::mamba);
     else if (c == '*') layers.push_back(LayerKind::attention);
     else if (c == '-') layers.push_back(LayerKind::mlp);
     else if (c == 'E') layers.push_back(LayerKind::moe);
-    else return make_error(std::string("config.json 'hybrid_override_pattern' has an unknown layer '") + c + "'");
+    else return make_error(std::string("config.json '") + pattern_key + "' has an unknown layer '" + c + "'");
   }
-  return layers;
+  return std::optional(layers);
+}
+
+Expected<std::vector<LayerKind>> parse_layers(const nlohmann::json& json) {
+  auto layers = parse_layer_kinds(json, "layers_block_type", "hybrid_override_pattern");
+  if (!layers.ok()) return layers.error();
+  if (!*layers) return make_error("config.json needs 'layers_block_type' or 'hybrid_override_pattern'");
+  return **layers;
+}
+
+// The MTP head: one block of layers (attention then MoE unless the config says otherwise), as
+// the published checkpoints have; none when num_nextn_predict_layers is 0.
+Expected<std::vector<LayerKind>> parse_mtp_layers(const nlohmann::json& json) {
+  auto depth = config_int(json, "num_nextn_predict_layers", 0, false, 0);
+  if (!depth.ok()) return depth.error();
+  if (*depth == 0) return std::vector<LayerKind>{};
+  if (*depth != 1)
+    return make_error("num_nextn_predict_layers " + std::to_string(*depth) +
+                      ": lockstep runs an MTP head of one block (num_nextn_predict_layers 1), as published");
+  auto layers = parse_layer_kinds(json, "mtp_layers_block_type", "mtp_hybrid_override_pattern");
+  if (!layers.ok()) return layers.error();
+  std::vector<LayerKind> kinds = *layers ? **layers : std::vector<LayerKind>{LayerKind::attention, LayerKind::moe};
+  if (kinds.empty()) return make_error("config.json's MTP head has no layers");
+  if (std::count(kinds.begin(), kinds.end(), LayerKind::mamba) > 0)
+    return make_error("an MTP head with Mamba layers is not supported (published heads are attention and MoE)");
+  return kinds;
 }
 
 // The first of `keys` present in the config (newer names first).
@@ -52,6 +80,9 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
   if (!layers.ok()) return layers.error();
   c.layers = *layers;
   if (c.layers.empty()) return make_error("config.json describes no layers");
+  auto mtp_layers = parse_mtp_layers(json);
+  if (!mtp_layers.ok()) return mtp_layers.error();
+  c.mtp_layers = *mtp_layers;
 
   Status status;
   auto integer = [&](int64_t& out, const std::string& key, int64_t fallback, bool required) {
@@ -72,8 +103,11 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
     if (value.ok()) out = *value;
     else status = value.error();
   };
-  bool has_attention = c.count(LayerKind::attention) > 0, has_mamba = c.count(LayerKind::mamba) > 0;
-  bool has_mlp = c.count(LayerKind::mlp) > 0, has_moe = c.count(LayerKind::moe) > 0;
+  auto any = [&](LayerKind kind) {
+    return c.count(kind) > 0 || std::count(c.mtp_layers.begin(), c.mtp_layers.end(), kind) > 0;
+  };
+  bool has_attention = any(LayerKind::attention), has_mamba = any(LayerKind::mamba);
+  bool has_mlp = any(LayerKind::mlp), has_moe = any(LayerKind::moe);
   integer(c.hidden, "hidden_size", 0, true);
   integer(c.vocab, "vocab_size", 0, true);
   integer(c.max_positions, "max_position_embeddings", 4096, false);

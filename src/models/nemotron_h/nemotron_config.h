@@ -20,6 +20,9 @@ struct NemotronConfig {
   double eps = 1e-5;
   bool tied_embeddings = false;
   std::vector<LayerKind> layers;
+  // The MTP head's layers (`mtp_layers_block_type`, or `mtp_hybrid_override_pattern` such as
+  // "*E"); empty when num_nextn_predict_layers is 0.
+  std::vector<LayerKind> mtp_layers;
 
   // Attention (no positional encoding).
   int64_t heads = 0, kv_heads = 0, head_dim = 0;

@@ -10,6 +10,10 @@ namespace {
 
 const bool registered = register_family({"nemotron_h", {"NemotronHForCausalLM"}, &NemotronModel::create});
 
+int64_t mtp_attention_layers(const NemotronConfig& c) {
+  return int64_t(std::count(c.mtp_layers.begin(), c.mtp_layers.end(), LayerKind::attention));
+}
+
 
 }  // namespace
 
@@ -20,8 +24,9 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
   const NemotronConfig& c = *config;
-  // f32 K and V per attention layer; f32 conv and SSM state per Mamba layer.
-  const double kv_per_position = 2.0 * 4 * double(c.count(LayerKind::attention)) * double(c.kv_heads * c.head_dim);
+  // f32 K and V per attention layer (the MTP head's too); f32 conv and SSM state per Mamba layer.
+  const double kv_per_position = 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) *
+                                 double(c.kv_heads * c.head_dim);
   const double state_per_slot = 4.0 * double(c.count(LayerKind::mamba)) *
                                 double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
   LOCKSTEP_TRY(check_cache_fits(backend, options, c.max_positions, kv_per_position, state_per_slot));
@@ -46,13 +51,41 @@ Status NemotronModel::load_weights(const WeightSource& weights) {
     lm_head_ = std::move(*head);
   }
   layers_.resize(c.layers.size());
-  for (size_t i = 0; i < c.layers.size(); ++i) LOCKSTEP_TRY(load_layer(weights, int64_t(i), layers_[i]));
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    LOCKSTEP_TRY(load_layer(weights, "backbone.layers." + std::to_string(i) + ".", c.layers[i], layers_[i]));
+  if (!c.mtp_layers.empty()) LOCKSTEP_TRY(load_mtp_head(weights));
   return Status::success();
 }
 
-Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, NemotronLayer& layer) {
+// The head's tensors as published: mtp.layers.0 holds enorm, hnorm and eh_proj, the last one
+// final_layernorm, and each its block's norm and mixer as the main layers do.
+Status NemotronModel::load_mtp_head(const WeightSource& weights) {
   const NemotronConfig& c = config_;
-  const std::string p = "backbone.layers." + std::to_string(index) + ".";
+  auto head = std::make_unique<MtpHead>();
+  const std::string first = "mtp.layers.0.", last = "mtp.layers." + std::to_string(c.mtp_layers.size() - 1) + ".";
+  const Shape vector{c.hidden}, halves{c.hidden, 2 * c.hidden};
+  for (auto [into, name] : {std::pair{&head->enorm, first + "enorm.weight"}, {&head->hnorm, first + "hnorm.weight"},
+                            {&head->final_norm, last + "final_layernorm.weight"}}) {
+    auto tensor = upload_weight(weights, backend_, name, vector, WeightUse::vector);
+    if (!tensor.ok()) return tensor.error();
+    *into = std::move(*tensor);
+  }
+  auto e_proj = upload_columns(weights, backend_, first + "eh_proj.weight", halves, 0, c.hidden, WeightUse::matmul);
+  if (!e_proj.ok()) return e_proj.error();
+  auto h_proj = upload_columns(weights, backend_, first + "eh_proj.weight", halves, c.hidden, c.hidden, WeightUse::matmul);
+  if (!h_proj.ok()) return h_proj.error();
+  head->e_proj = std::move(*e_proj);
+  head->h_proj = std::move(*h_proj);
+  head->layers.resize(c.mtp_layers.size());
+  for (size_t i = 0; i < c.mtp_layers.size(); ++i)
+    LOCKSTEP_TRY(load_layer(weights, "mtp.layers." + std::to_string(i) + ".", c.mtp_layers[i], head->layers[i]));
+  mtp_ = std::move(head);
+  return Status::success();
+}
+
+Status NemotronModel::load_layer(const WeightSource& weights, const std::string& p, LayerKind kind,
+                                 NemotronLayer& layer) {
+  const NemotronConfig& c = config_;
   Status status;
   auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
     if (!status.ok()) return;
@@ -68,7 +101,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, int64_t index, Nem
       load(mlp.down_bias, prefix + "down_proj.bias", {c.hidden}, WeightUse::vector);
     }
   };
-  layer.kind = c.layers[size_t(index)];
+  layer.kind = kind;
   load(layer.norm, "norm.weight", {c.hidden}, WeightUse::vector);
   switch (layer.kind) {
     case LayerKind::mamba: {
@@ -140,7 +173,9 @@ void NemotronModel::allocate(const ModelOptions& options) {
   info_.architecture = "NemotronHForCausalLM";
   info_.vocab_size = c.vocab;
   const int64_t max_pages = plan_memory(options, c.max_positions);
-  info_.kv_page_bytes = 2 * 4 * c.count(LayerKind::attention) * c.kv_heads * c.head_dim * info_.page_size;
+  info_.kv_page_bytes =
+      2 * 4 * (c.count(LayerKind::attention) + mtp_attention_layers(c)) * c.kv_heads * c.head_dim * info_.page_size;
+  info_.draft_head = mtp_ != nullptr;
   info_.state_slots = std::max<int32_t>(1, options.state_slots);
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
@@ -160,7 +195,12 @@ void NemotronModel::allocate(const ModelOptions& options) {
         break;
     }
   }
-  for (NemotronLayer& layer : layers_) {
+  std::vector<NemotronLayer*> all_layers;
+  for (NemotronLayer& layer : layers_) all_layers.push_back(&layer);
+  if (mtp_)
+    for (NemotronLayer& layer : mtp_->layers) all_layers.push_back(&layer);
+  for (NemotronLayer* each : all_layers) {
+    NemotronLayer& layer = *each;
     if (layer.kind == LayerKind::attention) {
       Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};
       layer.attention.k_cache = backend_.alloc(DType::f32, cache);
@@ -188,7 +228,11 @@ void NemotronModel::allocate(const ModelOptions& options) {
     y_ = backend_.alloc(DType::f32, {rows, c.mamba_heads, c.mamba_head_dim});
     y_norm_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
   }
-  if (c.count(LayerKind::attention) > 0) {
+  if (mtp_) {
+    for (OwnedTensor* t : {&main_hidden_, &draft_hidden_, &embedded_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
+    hidden_rows_ = backend_.alloc(DType::i32, {rows});
+  }
+  if (c.count(LayerKind::attention) + mtp_attention_layers(c) > 0) {
     qkv_ = backend_.alloc(DType::f32, {rows, (c.heads + 2 * c.kv_heads) * c.head_dim});
     q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
     attn_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
@@ -197,7 +241,7 @@ void NemotronModel::allocate(const ModelOptions& options) {
   }
   int64_t inner = std::max(c.intermediate, int64_t(1));
   inner_ = backend_.alloc(DType::f32, {rows, inner});
-  if (c.count(LayerKind::moe) > 0) {
+  if (c.count(LayerKind::moe) > 0 || std::count(c.mtp_layers.begin(), c.mtp_layers.end(), LayerKind::moe) > 0) {
     router_logits_ = backend_.alloc(DType::f32, {rows, c.experts});
     expert_ids_ = backend_.alloc(DType::i32, {rows, c.top_k});
     expert_weights_ = backend_.alloc(DType::f32, {rows, c.top_k});
@@ -211,12 +255,31 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   inputs_.upload(backend_, batch);
 
   Tensor x = rows_of(x_, n);  // [n, hidden]
-  Tensor h = rows_of(h_, n);  // [n, hidden]
-  Tensor out = rows_of(out_, n);  // [n, hidden]
   backend_.embed(embed_, inputs_.ids(), x);
-  if (!layers_.empty()) backend_.rms_norm(x, layers_.front().norm, float(config_.eps), h);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    NemotronLayer& layer = layers_[i];
+  run_layers(layers_, n);
+  Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
+  Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
+  if (mtp_) {
+    // The head reads every row's normed hidden state (rms_norm is row-invariant: the same bits
+    // as norming only the picked rows).
+    main_rows_ = n;
+    backend_.rms_norm(x, final_norm_, float(config_.eps), rows_of(main_hidden_, n));
+    if (n_out == 0) return logits;
+    backend_.gather_rows(rows_of(main_hidden_, n), inputs_.logit_row_ids(), picked);
+  } else {
+    if (n_out == 0) return logits;
+    backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
+    backend_.rms_norm(picked, final_norm_, float(config_.eps), picked);
+  }
+  backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  return logits;
+}
+
+void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n) {
+  Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
+  if (!layers.empty()) backend_.rms_norm(x, layers.front().norm, float(config_.eps), h);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    NemotronLayer& layer = layers[i];
     switch (layer.kind) {
       case LayerKind::mamba: mamba_mixer(layer.mamba, n); break;
       case LayerKind::attention: attention_mixer(layer.attention, n); break;
@@ -224,16 +287,45 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
       case LayerKind::moe: moe_mixer(layer.moe, n); break;
     }
     // The residual add, and the next layer's norm with it (one kernel on the GPU).
-    if (i + 1 < layers_.size())
-      backend_.add_rms_norm(x, out, layers_[i + 1].norm, float(config_.eps), h);
+    if (i + 1 < layers.size())
+      backend_.add_rms_norm(x, out, layers[i + 1].norm, float(config_.eps), h);
     else
       backend_.add(x, out, x);
   }
-  Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
-  Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
+}
+
+Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftInput input,
+                                              std::span<const int32_t> hidden_rows) {
+  if (!mtp_) return make_error("this model has no MTP head");
+  LOCKSTEP_TRY(check_batch(batch));
+  const int64_t n = int64_t(batch.tokens.size());
+  const int64_t n_out = int64_t(batch.logit_rows.size());
+  const int64_t source_rows = input == DraftInput::main_pass ? main_rows_ : draft_rows_;
+  if (int64_t(hidden_rows.size()) != n) return make_error("a head pass needs one hidden row per row");
+  for (int32_t row : hidden_rows)
+    if (row < 0 || row >= source_rows)
+      return make_error("hidden row " + std::to_string(row) + " is not a row of the pass it reads");
+  inputs_.upload(backend_, batch);
+  backend_.upload(rows_of(hidden_rows_, n), hidden_rows.data());
+  const float eps = float(config_.eps);
+  Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
+  Tensor embedded = rows_of(embedded_, n);
+  const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
+  backend_.gather_rows(rows_of(source, source_rows), rows_of(hidden_rows_, n), h);
+  backend_.embed(embed_, inputs_.ids(), embedded);
+  backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);
+  backend_.rms_norm(h, mtp_->hnorm, eps, h);
+  backend_.matmul(embedded, mtp_->e_proj, x);
+  backend_.matmul(h, mtp_->h_proj, out);
+  backend_.add(x, out, x);
+  run_layers(mtp_->layers, n);
+  draft_rows_ = n;
+  Tensor hidden = rows_of(draft_hidden_, n);
+  backend_.rms_norm(x, mtp_->final_norm, eps, hidden);
+  Tensor picked = rows_of(picked_, n_out);
+  Tensor logits = rows_of(logits_, n_out);
   if (n_out == 0) return logits;
-  backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
-  backend_.rms_norm(picked, final_norm_, float(config_.eps), picked);
+  backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
   return logits;
 }
@@ -280,9 +372,13 @@ void NemotronModel::load_state(const std::byte* src, int32_t slot) {
 
 std::vector<Tensor> NemotronModel::kv_caches() {
   std::vector<Tensor> caches;
-  for (NemotronLayer& layer : layers_)
-    if (layer.kind == LayerKind::attention)
-      caches.insert(caches.end(), {layer.attention.k_cache.view(), layer.attention.v_cache.view()});
+  auto add = [&](std::vector<NemotronLayer>& layers) {
+    for (NemotronLayer& layer : layers)
+      if (layer.kind == LayerKind::attention)
+        caches.insert(caches.end(), {layer.attention.k_cache.view(), layer.attention.v_cache.view()});
+  };
+  add(layers_);
+  if (mtp_) add(mtp_->layers);
   return caches;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "io/checkpoint.h"
@@ -60,6 +61,17 @@ struct NemotronLayer {
   MoeWeights moe;
 };
 
+// The MTP head (multi-token prediction, DeepSeek V3's layout): a row pairs the main model's
+// last hidden state at a position (after the final norm) with the embedding of the token after
+// it; x = eh_proj(enorm(embedding), hnorm(hidden)) runs through the head's own blocks (its
+// attention keeps its own KV pages, under the same page tables), then final_norm and the shared
+// LM head. eh_proj is loaded as its two column halves, one matmul each.
+struct MtpHead {
+  OwnedTensor enorm, hnorm, final_norm;  // [hidden]
+  OwnedTensor e_proj, h_proj;            // [hidden, hidden]: eh_proj's embedding and hidden halves
+  std::vector<NemotronLayer> layers;
+};
+
 class NemotronModel final : public Model {
  public:
   static Expected<std::unique_ptr<Model>> create(const nlohmann::json& json, const WeightSource& weights,
@@ -70,6 +82,8 @@ class NemotronModel final : public Model {
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
   void copy_state(int32_t from, int32_t to) override;
+  Expected<Tensor> forward_draft(const ForwardBatch& batch, DraftInput input,
+                                 std::span<const int32_t> hidden_rows) override;
 
  protected:
   std::vector<Tensor> kv_caches() override;
@@ -77,7 +91,11 @@ class NemotronModel final : public Model {
  private:
   NemotronModel(const NemotronConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   Status load_weights(const WeightSource& weights);
-  Status load_layer(const WeightSource& weights, int64_t index, NemotronLayer& layer);
+  Status load_layer(const WeightSource& weights, const std::string& prefix, LayerKind kind, NemotronLayer& layer);
+  Status load_mtp_head(const WeightSource& weights);
+  // The blocks of `layers` over the n rows of x_ (each reads rms_norm(x) and adds its mixer's
+  // output), leaving x_ un-normed.
+  void run_layers(std::vector<NemotronLayer>& layers, int64_t n);
   void allocate(const ModelOptions& options);
 
   // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]).
@@ -90,6 +108,7 @@ class NemotronModel final : public Model {
   Backend& backend_;
   OwnedTensor embed_, final_norm_, lm_head_;
   std::vector<NemotronLayer> layers_;
+  std::unique_ptr<MtpHead> mtp_;  // null: the checkpoint has no MTP head
   BatchInputs inputs_;
   // Activations, sized for max_rows. f32.
   OwnedTensor x_, h_, out_;
@@ -98,6 +117,10 @@ class NemotronModel final : public Model {
   OwnedTensor inner_;
   OwnedTensor router_logits_, expert_ids_, expert_weights_;
   OwnedTensor picked_, logits_;
+  // With an MTP head: the last main pass's and head pass's hidden states (after their final
+  // norms), every row; the rows a head pass reads; its embeddings.
+  OwnedTensor main_hidden_, draft_hidden_, hidden_rows_, embedded_;
+  int64_t main_rows_ = 0, draft_rows_ = 0;
 };
 
 }  // namespace lockstep::nemotron_h
