@@ -111,7 +111,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
     stats_.host_bytes += int64_t(state_copies_.bytes);
     host_items_.push({nodes_[size_t(parent)].used, parent});
   }
-  nodes_[size_t(parent)].pinned = false;
+  set_pinned(parent, false);
   stats_.snapshots += nodes_[size_t(parent)].has_snapshot();
 }
 
@@ -141,9 +141,9 @@ int32_t PrefixCache::take_snapshot_slot() {
     --stats_.snapshots;
     ++stats_.evicted_snapshots;
   }
-  node.pinned = false;
   node.snapshot_slot = -1;
   --stats_.device_snapshots;
+  set_pinned(oldest, false);
   return slot;
 }
 
@@ -166,6 +166,7 @@ int32_t PrefixCache::add(int32_t parent, std::span<const int32_t> block, int32_t
     nodes_.emplace_back();
   }
   Node& node = nodes_[size_t(id)];
+  assert(!node.has_snapshot() && node.host.empty() && "a freed node holds nothing");
   node.live = true;
   node.pinned = false;
   node.parent = parent;
@@ -194,6 +195,19 @@ void PrefixCache::touch(int32_t id) {
   node.used = ++clock_;
   if (evictable(id)) leaves_.push({node.used, id});
   if (holds_host_memory(id)) host_items_.push({node.used, id});
+  // Entries go stale as nodes are used again; without pressure nothing pops them, so the queues
+  // are rebuilt from the nodes when they outgrow them.
+  const size_t bound = 2 * nodes_.size() + 1024;
+  if (leaves_.size() > bound || host_items_.size() > bound) rebuild_queues();
+}
+
+void PrefixCache::rebuild_queues() {
+  leaves_ = {};
+  host_items_ = {};
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (evictable(int32_t(id))) leaves_.push({nodes_[id].used, int32_t(id)});
+    if (holds_host_memory(int32_t(id))) host_items_.push({nodes_[id].used, int32_t(id)});
+  }
 }
 
 bool PrefixCache::evictable(int32_t id) const {
@@ -247,13 +261,26 @@ void PrefixCache::spill(int32_t id) {
 }
 
 void PrefixCache::pin(const Match& match, bool pinned) {
-  std::vector<int32_t> nodes = match.host_blocks;
-  if (match.snapshot_block >= 0) nodes.push_back(match.snapshot_block);
-  for (int32_t id : nodes) {
-    Node& node = nodes_[size_t(id)];
-    node.pinned = pinned;
-    if (!pinned && holds_host_memory(id)) host_items_.push({node.used, id});
+  for (int32_t id : match.host_blocks) set_pinned(id, pinned);
+  if (match.snapshot_block >= 0) set_pinned(match.snapshot_block, pinned);
+}
+
+void PrefixCache::set_pinned(int32_t id, bool pinned) {
+  Node& node = nodes_[size_t(id)];
+  node.pinned = pinned;
+  // make_host_room drops the queue entries of pinned nodes: they come back here.
+  if (!pinned && holds_host_memory(id)) host_items_.push({node.used, id});
+}
+
+bool PrefixCache::holds_pinned(int32_t id) const {
+  std::vector<int32_t> todo{id};
+  while (!todo.empty()) {
+    const Node& node = nodes_[size_t(todo.back())];
+    todo.pop_back();
+    if (node.pinned) return true;
+    todo.insert(todo.end(), node.children.begin(), node.children.end());
   }
+  return false;
 }
 
 void PrefixCache::restore(int32_t id, int32_t page) {
@@ -329,6 +356,15 @@ void PrefixCache::drop_snapshot(Node& node) {
 
 bool PrefixCache::make_host_room(size_t bytes) {
   if (bytes > host_bytes_limit_) return false;
+  // Blocks before a pinned block stay, and stay queued.
+  std::vector<Candidate> skipped;
+  struct Requeue {
+    Queue& queue;
+    std::vector<Candidate>& skipped;
+    ~Requeue() {
+      for (const Candidate& candidate : skipped) queue.push(candidate);
+    }
+  } requeue{host_items_, skipped};
   while (size_t(stats_.host_bytes) + bytes > host_bytes_limit_) {
     if (host_items_.empty()) return false;
     const Candidate candidate = host_items_.top();
@@ -337,6 +373,11 @@ bool PrefixCache::make_host_room(size_t bytes) {
     // Pinned nodes drop out of the queue; restore() and unpinning touch them again.
     if (candidate.used != node.used || !holds_host_memory(candidate.node) || node.pinned) continue;
     if (node.page < 0) {
+      // Dropping a host block drops the blocks after it: never a pinned one.
+      if (holds_pinned(candidate.node)) {
+        skipped.push_back(candidate);
+        continue;
+      }
       remove_from(candidate.node);
     } else {
       stats_.host_bytes -= int64_t(node.snapshot->size());

@@ -146,6 +146,7 @@ class PrefixCache {
   // nodes after it: the least recently used are leaves.
   void touch_path(std::span<const int32_t> path);
   void touch(int32_t node);
+  void rebuild_queues();
   bool evictable(int32_t node) const;
   bool holds_host_memory(int32_t node) const;
   // Frees a device page as evict_page() does; keep_on_host: spill it when there is room.
@@ -155,6 +156,9 @@ class PrefixCache {
   void remove_from(int32_t node);
   void remove(int32_t node);
   void drop_snapshot(Node& node);
+  void set_pinned(int32_t node, bool pinned);
+  // Whether the node or a node after it is pinned.
+  bool holds_pinned(int32_t node) const;
   // A free state slot for a snapshot, moving the least recently used one to the host if none is;
   // -1 if every one is pinned.
   int32_t take_snapshot_slot();

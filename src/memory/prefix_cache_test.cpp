@@ -310,6 +310,45 @@ TEST(PrefixCache, ClearDropsHostBlocksToo) {
   EXPECT_EQ(stats.snapshots, 0);
 }
 
+TEST(PrefixCache, ASlotSnapshotOnAHostBlockNeverLosesItsSlotTwice) {
+  KvPagePool pool(4, kPage);
+  FakePages fake(4);
+  FakeStates states(2);
+  // One cache slot (1); host room for two pages or snapshots.
+  PrefixCache cache(pool, 2 * sizeof(int32_t), fake.copies(), states.copies({1}));
+  PageTable a = filled(pool, 8);
+  states.insert(cache, ids(0, 8), a, 8, 100);  // a's last block: its snapshot in slot 1
+  let_go(pool, cache, a);
+  ASSERT_TRUE(cache.evict_page());  // a's last block to the host, with its slot snapshot
+  ASSERT_TRUE(cache.evict_page());  // then its first: the host is full
+  // b's snapshot needs the slot: a's moves out, and with no host room it goes. The host blocks
+  // before it stay (dropping one would drop the block whose slot is being freed).
+  PageTable b = filled(pool, 4);
+  states.insert(cache, ids(50, 4), b, 4, 200);
+  PrefixCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.snapshots, 1);
+  EXPECT_EQ(stats.device_snapshots, 1);
+  EXPECT_EQ(stats.host_pages, 2);
+  EXPECT_EQ(stats.host_bytes, 8);
+  EXPECT_EQ(cache.lookup(ids(0, 8), 8, true).tokens, 0);
+  EXPECT_EQ(cache.lookup(ids(0, 8), 8, false).host_blocks.size(), 2u);
+  EXPECT_EQ(states.restored(cache, cache.lookup(ids(50, 4), 4, true)), 200);
+  // c's snapshot takes the slot again: b's moves to the host (a's blocks make room), and each
+  // restores its own state.
+  PageTable c = filled(pool, 4);
+  states.insert(cache, ids(90, 4), c, 4, 300);
+  stats = cache.stats();
+  EXPECT_EQ(stats.snapshots, 2);
+  EXPECT_EQ(stats.device_snapshots, 1);
+  EXPECT_LE(stats.host_bytes, 8);
+  EXPECT_EQ(states.restored(cache, cache.lookup(ids(50, 4), 4, true)), 200);
+  EXPECT_EQ(states.restored(cache, cache.lookup(ids(90, 4), 4, true)), 300);
+  cache.clear();
+  EXPECT_EQ(cache.stats().snapshots, 0);
+  EXPECT_EQ(cache.stats().device_snapshots, 0);
+  EXPECT_EQ(cache.stats().host_bytes, 0);
+}
+
 TEST(StreamMemoryCache, AdmissionRestoresHostBlocksIntoTheStreamsOwnPages) {
   FakePages fake(6);
   StreamMemory memory(StreamMemorySettings{6, kPage, 0, true, 1024, fake.copies(), {}});
