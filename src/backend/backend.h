@@ -83,6 +83,7 @@ struct SsmScan {
   int64_t chunk_size = 0;  // the SSD chunk: cuts at absolute multiples of it
   Tensor state;    // f32 [slots, heads, head_dim, state_size], read and written
   Tensor out;      // f32 [n, heads, head_dim]
+  bool recurrent = false;  // every row by the one-row recurrence (a verify window), no SSD
 };
 
 // Mixture-of-experts routing settings (sigmoid scores with a correction bias).
@@ -210,7 +211,8 @@ class Backend {
   // The selective scan: h = exp(dt*A) h + dt x B^T, y = h C + D x, per head (heads share
   // their group's B and C). A sequence's rows are cut at absolute multiples of chunk_size; a
   // piece of one row runs the recurrence, a longer piece the SSD chunked form. The cuts are a
-  // pure function of positions, so a fixed fill plan gives bit-identical states.
+  // pure function of positions, so a fixed fill plan gives bit-identical states. With
+  // scan.recurrent every row runs the recurrence, as one-row passes would, one after another.
   virtual void ssm_scan(const SsmScan& scan, const SequenceRows& seqs) = 0;
   // out = weight * rms_norm_per_group(x * silu(gate)). x, gate, out f32 [n, d]; weight [d].
   virtual void gated_rms_norm(const Tensor& x, const Tensor& gate, const Tensor& weight, int64_t groups, float eps,

@@ -36,6 +36,10 @@ struct ForwardBatch {
   std::vector<const PageTable*> seq_pages;  // [n_seqs]
   std::vector<int32_t> seq_slots;           // [n_seqs], for models with state_slots > 0
   std::vector<int32_t> logit_rows;          // rows whose logits are wanted, in output order
+  // Every row as one-row decoding computes it, however many rows a sequence has (a verify
+  // window of drafts): Mamba layers run the recurrence row by row, not the chunked scan that a
+  // fill's rows take. Attention, matmuls and MoE are the same either way.
+  bool recurrent = false;
 
   void clear() {
     tokens.clear();
@@ -44,6 +48,7 @@ struct ForwardBatch {
     seq_pages.clear();
     seq_slots.clear();
     logit_rows.clear();
+    recurrent = false;
   }
 };
 

@@ -168,6 +168,10 @@ void CpuBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
       for (int64_t r = seq.begin; r < seq.end;) {
         int64_t position = seq.start + (r - seq.begin);
         int64_t cut = std::min(seq.end, r + (scan.chunk_size - position % scan.chunk_size));
+        if (scan.recurrent) {
+          for (; r < cut; ++r) scan_step(h, r, state);
+          continue;
+        }
         if (cut - r == 1) scan_step(h, r, state);
         else scan_chunk(h, r, cut - r, state, work);
         r = cut;

@@ -226,7 +226,9 @@ void ssm_scan(Context& context, const SsmScan& scan, const SequenceRows& seqs) {
   const Seqs rows = seqs_of(seqs);
   // A pass's runs of rows are never empty, so as many rows as sequences is a round: one row
   // each, which the SSD kernel would also run by scan_row. Anything longer goes to it.
-  if (scan.x.shape[0] != n_seqs) {
+  // A recurrent pass (a verify window) runs the round kernel, which takes a sequence's rows one
+  // after another by scan_row.
+  if (scan.x.shape[0] != n_seqs && !scan.recurrent) {
     require(scan.chunk_size >= 1 && scan.chunk_size <= kMaxSsdChunk,
             "ssm_scan: the GPU's SSD kernel takes chunk sizes of 1 to 256");
     launch_ssd_scan(a, rows, n_seqs, scan.chunk_size, context.launches);

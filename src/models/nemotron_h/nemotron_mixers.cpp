@@ -46,6 +46,7 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   scan.dt_bias = m.dt_bias;
   scan.dt_min = float(c.dt_min);
   scan.chunk_size = c.chunk_size;
+  scan.recurrent = recurrent_;
   scan.state = m.ssm_state;
   scan.out = y;
   backend_.ssm_scan(scan, seqs);

@@ -255,6 +255,7 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   inputs_.upload(backend_, batch);
 
   Tensor x = rows_of(x_, n);  // [n, hidden]
+  recurrent_ = batch.recurrent;
   backend_.embed(embed_, inputs_.ids(), x);
   run_layers(layers_, n);
   Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]

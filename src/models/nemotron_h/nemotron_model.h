@@ -121,6 +121,7 @@ class NemotronModel final : public Model {
   // norms), every row; the rows a head pass reads; its embeddings.
   OwnedTensor main_hidden_, draft_hidden_, hidden_rows_, embedded_;
   int64_t main_rows_ = 0, draft_rows_ = 0;
+  bool recurrent_ = false;  // the pass's ForwardBatch::recurrent
 };
 
 }  // namespace lockstep::nemotron_h
