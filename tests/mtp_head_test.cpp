@@ -46,19 +46,8 @@ class MtpHeadTest : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
-  // A batch of one sequence (table, slot 0): `tokens` at positions first, first + 1, ...,
-  // every row's logits wanted.
   static ForwardBatch batch_of(const std::vector<int32_t>& tokens, int32_t first, const PageTable& table) {
-    ForwardBatch batch;
-    batch.tokens = tokens;
-    for (size_t r = 0; r < tokens.size(); ++r) {
-      batch.positions.push_back(first + int32_t(r));
-      batch.row_seq.push_back(0);
-      batch.logit_rows.push_back(int32_t(r));
-    }
-    batch.seq_pages = {&table};
-    batch.seq_slots = {0};
-    return batch;
+    return one_sequence_batch(tokens, first, table, 0);
   }
 
   // The head's first pass over a prompt that the main pass just ran: row i pairs position i's

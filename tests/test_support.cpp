@@ -39,6 +39,20 @@ std::string test_data(const std::string& name) {
   return std::string(moved && *moved ? moved : LOCKSTEP_TEST_DATA) + "/" + name;
 }
 
+ForwardBatch one_sequence_batch(const std::vector<int32_t>& tokens, int32_t first, const PageTable& table,
+                                int32_t slot) {
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    batch.positions.push_back(first + int32_t(r));
+    batch.row_seq.push_back(0);
+    batch.logit_rows.push_back(int32_t(r));
+  }
+  batch.seq_pages = {&table};
+  batch.seq_slots = {slot};
+  return batch;
+}
+
 std::string lockstep_binary() {
   const char* moved = std::getenv("LOCKSTEP_BINARY");
   return moved && *moved ? moved : LOCKSTEP_BINARY;

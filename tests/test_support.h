@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
+#include "models/model_info.h"
 
 namespace lockstep {
 
@@ -22,6 +23,11 @@ std::string backend_param_name(const ::testing::TestParamInfo<std::string>& info
 
 // tests/data/<name>
 std::string test_data(const std::string& name);
+
+// A pass over one sequence (page table `table`, state slot `slot`): `tokens` at positions
+// first, first + 1, ..., every row's logits wanted.
+ForwardBatch one_sequence_batch(const std::vector<int32_t>& tokens, int32_t first, const PageTable& table,
+                                int32_t slot);
 
 // The lockstep binary the CLI tests run: LOCKSTEP_BINARY in the environment (a build carried to
 // another machine), else the one this build made.

@@ -34,15 +34,7 @@ class VerifyWindowTest : public ::testing::TestWithParam<std::string> {
   // (recurrent or not); returns every row's logits.
   std::vector<float> pass(const std::vector<int32_t>& tokens, int32_t first, const PageTable& table, int32_t slot,
                           bool recurrent) {
-    ForwardBatch batch;
-    batch.tokens = tokens;
-    for (size_t r = 0; r < tokens.size(); ++r) {
-      batch.positions.push_back(first + int32_t(r));
-      batch.row_seq.push_back(0);
-      batch.logit_rows.push_back(int32_t(r));
-    }
-    batch.seq_pages = {&table};
-    batch.seq_slots = {slot};
+    ForwardBatch batch = one_sequence_batch(tokens, first, table, slot);
     batch.recurrent = recurrent;
     auto logits = model->forward(batch);
     EXPECT_TRUE(logits.ok()) << logits.error().message;
@@ -87,20 +79,15 @@ TEST_P(VerifyWindowTest, AWindowEqualsOneRowPassesBitForBit) {
   EXPECT_EQ(state(0), state(1)) << "the state after the window";
 }
 
-std::vector<std::string> stateful_families() {
+// Both Nemotron-H fixtures, and Llama (attention only: its rows never depended on the pass).
+std::vector<std::string> window_families() {
   std::vector<std::string> out = {"nemotron_h", "nemotron_h_moe", "llama"};
   if (backend_usable("cuda"))
     for (const char* family : {"nemotron_h", "nemotron_h_moe", "llama"}) out.push_back(std::string(family) + "@cuda");
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, VerifyWindowTest, ::testing::ValuesIn(stateful_families()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (c == '@') c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Families, VerifyWindowTest, ::testing::ValuesIn(window_families()), backend_param_name);
 
 }  // namespace
 }  // namespace lockstep
