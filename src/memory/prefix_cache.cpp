@@ -105,11 +105,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const PageTable& table
     nodes_[size_t(parent)].snapshot_slot = slot;
     ++stats_.device_snapshots;
   } else if (make_host_room(state_copies_.bytes)) {
-    auto snapshot = std::make_unique<StateSnapshot>(state_copies_.bytes);
-    state_copies_.save(state_slot, snapshot->data());
-    nodes_[size_t(parent)].snapshot = std::move(snapshot);
-    stats_.host_bytes += int64_t(state_copies_.bytes);
-    host_items_.push({nodes_[size_t(parent)].used, parent});
+    save_snapshot_to_host(parent, state_slot);
   }
   set_pinned(parent, false);
   stats_.snapshots += nodes_[size_t(parent)].has_snapshot();
@@ -133,10 +129,7 @@ int32_t PrefixCache::take_snapshot_slot() {
   const int32_t slot = node.snapshot_slot;
   node.pinned = true;
   if (make_host_room(state_copies_.bytes)) {
-    node.snapshot = std::make_unique<StateSnapshot>(state_copies_.bytes);
-    state_copies_.save(slot, node.snapshot->data());
-    stats_.host_bytes += int64_t(state_copies_.bytes);
-    host_items_.push({node.used, oldest});
+    save_snapshot_to_host(oldest, slot);
   } else {
     --stats_.snapshots;
     ++stats_.evicted_snapshots;
@@ -145,6 +138,14 @@ int32_t PrefixCache::take_snapshot_slot() {
   --stats_.device_snapshots;
   set_pinned(oldest, false);
   return slot;
+}
+
+void PrefixCache::save_snapshot_to_host(int32_t id, int32_t slot) {
+  Node& node = nodes_[size_t(id)];
+  node.snapshot = std::make_unique<StateSnapshot>(state_copies_.bytes);
+  state_copies_.save(slot, node.snapshot->data());
+  stats_.host_bytes += int64_t(state_copies_.bytes);
+  host_items_.push({node.used, id});
 }
 
 void PrefixCache::load_snapshot(const Match& match, int32_t slot) {

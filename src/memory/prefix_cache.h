@@ -162,6 +162,8 @@ class PrefixCache {
   // A free state slot for a snapshot, moving the least recently used one to the host if none is;
   // -1 if every one is pinned.
   int32_t take_snapshot_slot();
+  // Gives the node a host snapshot of state slot `slot` (room already made).
+  void save_snapshot_to_host(int32_t node, int32_t slot);
   // Drops the least recently used host memory until `bytes` more fit; false if they can't.
   bool make_host_room(size_t bytes);
 
