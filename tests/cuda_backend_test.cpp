@@ -417,8 +417,8 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   const int64_t channels = 40, kernel = 4, heads = 4, head_dim = 16, groups = 2, state_size = 32, slots = 3;
   const int64_t n = 8;
   Pair seq_begin = ints({4}, {0, 5, 7, 8}), seq_start = ints({3}, {0, 9, 0}), seq_slot = ints({3}, {2, 0, 1});
-  SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu},
-      gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
+  SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu, {}},
+      gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu, {}};
   Pair x = random(DType::f32, {n, channels}), weight = random(DType::f32, {channels, kernel});
   Pair bias = random(DType::f32, {channels}), conv_state = state({slots, channels, kernel - 1});
   Pair conv_out = output(DType::f32, {n, channels});
@@ -428,10 +428,10 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
   expect_close(conv_state, "conv1d_silu state");
   Pair round_begin = ints({4}, {0, 1, 2, 3}), round_start = ints({3}, {5, 11, 1});
   Pair round_x = random(DType::f32, {3, channels}), round_out = output(DType::f32, {3, channels});
-  cpu.conv1d_silu(round_x.cpu, weight.cpu, bias.cpu, conv_state.cpu, {round_begin.cpu, round_start.cpu, seq_slot.cpu},
+  cpu.conv1d_silu(round_x.cpu, weight.cpu, bias.cpu, conv_state.cpu, {round_begin.cpu, round_start.cpu, seq_slot.cpu, {}},
                   round_out.cpu);
   gpu->conv1d_silu(round_x.gpu, weight.gpu, bias.gpu, conv_state.gpu,
-                   {round_begin.gpu, round_start.gpu, seq_slot.gpu}, round_out.gpu);
+                   {round_begin.gpu, round_start.gpu, seq_slot.gpu, {}}, round_out.gpu);
   expect_close(round_out, "conv1d_silu, a round");
   expect_close(conv_state, "conv1d_silu state after a round");
 
@@ -458,8 +458,8 @@ TEST_F(CudaVsCpu, MambaConvAndRecurrence) {
     auto pick = [&](Pair& p) -> const Tensor& { return on_cpu ? p.cpu.view() : p.gpu.view(); };
     SsmScan scan{pick(round_xs), pick(round_dt), pick(round_b), pick(round_c),   pick(a_log),   pick(d),
                  pick(dt_bias),  0.0f,           128,           pick(ssm_state), pick(round_y)};
-    be->ssm_scan(scan, on_cpu ? SequenceRows{round_begin.cpu, round_start.cpu, seq_slot.cpu}
-                              : SequenceRows{round_begin.gpu, round_start.gpu, seq_slot.gpu});
+    be->ssm_scan(scan, on_cpu ? SequenceRows{round_begin.cpu, round_start.cpu, seq_slot.cpu, {}}
+                              : SequenceRows{round_begin.gpu, round_start.gpu, seq_slot.gpu, {}});
   }
   expect_close(round_y, "ssm_scan, a round", 1e-4);
   expect_close(ssm_state, "ssm_scan state after a round", 1e-4);
@@ -481,8 +481,8 @@ TEST_F(CudaVsCpu, SsdChunkedScan) {
     const int64_t slots = 6, n = 300 + 200 + 3 + 1 + 2;
     Pair seq_begin = ints({6}, {0, 300, 500, 503, 504, 506}), seq_start = ints({5}, {0, 100, 127, 50, 0});
     Pair seq_slot = ints({5}, {4, 0, 2, 5, 1});
-    SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu},
-        gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu};
+    SequenceRows cpu_seqs{seq_begin.cpu, seq_start.cpu, seq_slot.cpu, {}},
+        gpu_seqs{seq_begin.gpu, seq_start.gpu, seq_slot.gpu, {}};
     Pair xs = random(DType::f32, {n, heads, head_dim}), dt = random(DType::f32, {n, heads});
     Pair b = random(DType::f32, {n, groups, states}, 0.5f), c = random(DType::f32, {n, groups, states}, 0.5f);
     Pair a_log = random(DType::f32, {heads}, 0.5f), d = random(DType::f32, {heads});
@@ -516,7 +516,7 @@ TEST_F(CudaVsCpu, ConvSplitEqualsItsTwoOps) {
   for (bool round : {false, true}) {
     const int64_t rows = round ? 3 : n;
     SequenceRows seqs{round ? round_begin.gpu.view() : seq_begin.gpu.view(),
-                      round ? round_start.gpu.view() : seq_start.gpu.view(), seq_slot.gpu.view()};
+                      round ? round_start.gpu.view() : seq_start.gpu.view(), seq_slot.gpu.view(), {}};
     Pair x = random(DType::f32, {rows, channels}), whole = output(DType::f32, {rows, channels});
     Pair scratch = output(DType::f32, {rows, channels});
     SplitParts parts = split_parts(rows, widths);

@@ -66,7 +66,7 @@ struct SequenceTensors {
     start = to_backend(backend, DType::i32, {n}, starts);
     slot = to_backend(backend, DType::i32, {n}, slots);
   }
-  SequenceRows rows() const { return {begin, start, slot}; }
+  SequenceRows rows() const { return {begin, start, slot, {}}; }
 };
 
 // The first row of each sequence in a launch of `specs`.

@@ -68,6 +68,9 @@ struct SequenceRows {
   Tensor seq_begin;  // i32 [n_seqs + 1]
   Tensor seq_start;  // i32 [n_seqs]
   Tensor seq_slot;   // i32 [n_seqs]
+  // i32 [n_rows], or no data: the state slot that also receives the state after each row (-1:
+  // none), for a verify window's rollback (ForwardBatch::row_slots). Only recurrent scans take it.
+  Tensor row_slot;
 };
 
 // The Mamba2 selective state-space scan of one layer (see ssm_scan).

@@ -15,6 +15,7 @@ BatchInputs::BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, 
   seq_begin_ = backend.alloc(DType::i32, {max_rows + 1});
   seq_start_ = backend.alloc(DType::i32, {max_rows});
   seq_slot_ = backend.alloc(DType::i32, {max_rows});
+  row_slot_ = backend.alloc(DType::i32, {max_rows});
   host_tables_.resize(size_t(max_rows * max_pages));
   host_slots_.resize(size_t(max_rows));
   host_begin_.reserve(size_t(max_rows + 1));
@@ -57,6 +58,8 @@ void BatchInputs::upload(Backend& backend, const ForwardBatch& batch) {
   backend.upload(seq_begin_.view().first_dim_slice(0, runs_ + 1), host_begin_.data());
   backend.upload(seq_start_.view().first_dim_slice(0, runs_), host_start_.data());
   backend.upload(seq_slot_.view().first_dim_slice(0, runs_), host_slot_.data());
+  row_slots_ = !batch.row_slots.empty();
+  if (row_slots_) backend.upload(row_slot_.view().first_dim_slice(0, rows_), batch.row_slots.data());
 }
 
 AttentionRows BatchInputs::attention() const {
@@ -65,7 +68,8 @@ AttentionRows BatchInputs::attention() const {
 
 SequenceRows BatchInputs::sequences() const {
   return {seq_begin_.view().first_dim_slice(0, runs_ + 1), seq_start_.view().first_dim_slice(0, runs_),
-          seq_slot_.view().first_dim_slice(0, runs_)};
+          seq_slot_.view().first_dim_slice(0, runs_),
+          row_slots_ ? row_slot_.view().first_dim_slice(0, rows_) : Tensor{}};
 }
 
 }  // namespace lockstep

@@ -32,7 +32,8 @@ class BatchInputs {
   int32_t page_size_ = 0;
   int64_t rows_ = 0, logit_count_ = 0, runs_ = 0;
   OwnedTensor ids_, positions_, row_seq_, page_tables_, slots_, logit_rows_;
-  OwnedTensor seq_begin_, seq_start_, seq_slot_;
+  OwnedTensor seq_begin_, seq_start_, seq_slot_, row_slot_;
+  bool row_slots_ = false;  // the batch gave row_slots
   std::vector<int32_t> host_tables_, host_slots_, host_begin_, host_start_, host_slot_;
 };
 

@@ -40,6 +40,24 @@ int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_posit
   return max_pages;
 }
 
+// A verify window's row_slots: one per row, each -1 or a state slot no sequence of the pass
+// uses and no other row names.
+Status Model::check_row_slots(const ForwardBatch& batch) {
+  if (info_.state_slots <= 0) return make_error("row_slots need a model with state slots");
+  if (!batch.recurrent) return make_error("row_slots need a recurrent pass");
+  if (batch.row_slots.size() != batch.tokens.size()) return make_error("row_slots must have one entry per row");
+  std::vector<bool>& taken = seen_sequences_;
+  taken.assign(size_t(info_.state_slots), false);
+  for (int32_t slot : batch.seq_slots) taken[size_t(slot)] = true;
+  for (int32_t slot : batch.row_slots) {
+    if (slot == -1) continue;
+    if (slot < 0 || slot >= info_.state_slots) return make_error("a row slot is outside the pool");
+    if (taken[size_t(slot)]) return make_error("a row slot is a sequence's slot or another row's");
+    taken[size_t(slot)] = true;
+  }
+  return Status::success();
+}
+
 Status Model::check_batch(const ForwardBatch& batch) {
   const size_t n = batch.tokens.size();
   if (n == 0) return make_error("a forward pass needs at least one row");
@@ -83,6 +101,7 @@ Status Model::check_batch(const ForwardBatch& batch) {
     for (int32_t slot : batch.seq_slots)
       if (slot < 0 || slot >= info_.state_slots) return make_error("a state slot is outside the pool");
   }
+  if (!batch.row_slots.empty()) LOCKSTEP_TRY(check_row_slots(batch));
   if (int64_t(batch.seq_pages.size()) > info_.max_rows) return make_error("more sequences than rows");
   for (int32_t row : batch.logit_rows)
     if (row < 0 || size_t(row) >= n) return make_error("a logit row is outside the batch");

@@ -80,6 +80,7 @@ class Model {
   virtual std::vector<Tensor> kv_caches() = 0;
   // Checks a batch against info_ before anything is uploaded.
   [[nodiscard]] Status check_batch(const ForwardBatch& batch);
+  [[nodiscard]] Status check_row_slots(const ForwardBatch& batch);
   // Refuses a context past the config's max_position_embeddings (the model was not trained
   // there), before any weight is loaded.
   [[nodiscard]] static Status check_context(const ModelOptions& options, int64_t config_max_positions);

@@ -40,6 +40,10 @@ struct ForwardBatch {
   // window of drafts): Mamba layers run the recurrence row by row, not the chunked scan that a
   // fill's rows take. Attention, matmuls and MoE are the same either way.
   bool recurrent = false;
+  // With `recurrent`, models with state slots: [n_rows] or empty. The state after row r (every
+  // Mamba layer's) also lands in state slot row_slots[r] (-1: nowhere), so a verify window can
+  // roll its sequence back to any row. The slots must be free: no sequence of the pass uses one.
+  std::vector<int32_t> row_slots;
 
   void clear() {
     tokens.clear();
@@ -49,6 +53,7 @@ struct ForwardBatch {
     seq_slots.clear();
     logit_rows.clear();
     recurrent = false;
+    row_slots.clear();
   }
 };
 

@@ -19,6 +19,11 @@ struct SeqRange {
   int64_t begin, end, start, slot;
 };
 
+// The slot that also receives the state after row r (SequenceRows::row_slot), or -1.
+int64_t row_slot(const SequenceRows& seqs, int64_t r) {
+  return seqs.row_slot.data ? seqs.row_slot.as<int32_t>()[r] : -1;
+}
+
 SeqRange seq_range(const SequenceRows& seqs, int64_t s) {
   const int32_t* begin = seqs.seq_begin.as<int32_t>();
   return {begin[s], begin[s + 1], seqs.seq_start.as<int32_t>()[s], seqs.seq_slot.as<int32_t>()[s]};
@@ -52,6 +57,8 @@ void CpuBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor
           for (int64_t k = 0; k < kernel; ++k) acc += w[k] * window[k];
           out.as<float>()[r * channels + c] = silu(acc);
           for (int64_t k = 0; k < keep; ++k) window[k] = window[k + 1];
+          if (int64_t slot = row_slot(seqs, r); slot >= 0)
+            std::copy_n(window, keep, conv_state.as<float>() + (slot * channels + c) * keep);
         }
         for (int64_t k = 0; k < keep; ++k) history[k] = window[k];
       }
@@ -169,7 +176,12 @@ void CpuBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
         int64_t position = seq.start + (r - seq.begin);
         int64_t cut = std::min(seq.end, r + (scan.chunk_size - position % scan.chunk_size));
         if (scan.recurrent) {
-          for (; r < cut; ++r) scan_step(h, r, state);
+          for (; r < cut; ++r) {
+            scan_step(h, r, state);
+            if (int64_t slot = row_slot(seqs, r); slot >= 0)
+              std::copy_n(state, head_dim * state_size,
+                          scan.state.as<float>() + (slot * heads + h.head) * head_dim * state_size);
+          }
           continue;
         }
         if (cut - r == 1) scan_step(h, r, state);

@@ -42,6 +42,10 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
     for (int j = 0; j < kernel; ++j) acc = fmaf(w[j], window[j], acc);
     cuda::store_column(out, split, r, c, channels, cuda::silu(acc));
     for (int j = 0; j < keep; ++j) window[j] = window[j + 1];
+    if (seqs.row_slot && seqs.row_slot[r] >= 0) {
+      float* copy = conv_state + (int64_t(seqs.row_slot[r]) * channels + c) * keep;
+      for (int j = 0; j < keep; ++j) copy[j] = window[j];
+    }
   }
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
@@ -81,6 +85,28 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
   cuda::store_column(out, split, r, c, channels, cuda::silu(acc));
 }
 
+// After conv1d_silu_rows_kernel, before the histories change: a row with a row slot leaves there
+// the history after it, the K - 1 inputs up to its own.
+__global__ void conv1d_row_history_kernel(const float* x, float* conv_state, Seqs seqs, int64_t n_seqs,
+                                          int64_t n_rows, int64_t channels, int kernel) {
+  cuda::start_kernel();
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_rows * channels) return;
+  const int64_t r = i / channels, c = i % channels;
+  if (seqs.row_slot[r] < 0) return;
+  int64_t s = 0;  // the sequence of row r, as in conv1d_silu_rows_kernel
+  for (int64_t lo = 0, hi = n_seqs - 1; lo <= hi;) {
+    const int64_t mid = (lo + hi) / 2;
+    if (seqs.begin[mid] <= r) s = mid, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  const int keep = kernel - 1;
+  const int64_t offset = r - seqs.begin[s];
+  const float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;
+  float* copy = conv_state + (int64_t(seqs.row_slot[r]) * channels + c) * keep;
+  for (int j = 0; j < keep; ++j) copy[j] = conv_input(x, history, seqs, s, offset + 1 - keep + j, channels, c, keep);
+}
+
 // After conv1d_silu_rows_kernel: each sequence's history becomes its last K - 1 inputs.
 __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs seqs, int64_t n_seqs, int64_t channels,
                                       int kernel) {
@@ -94,6 +120,21 @@ __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs se
   float window[kMaxConvKernel];
   for (int j = 0; j < keep; ++j) window[j] = conv_input(x, history, seqs, s, length - keep + j, channels, c, keep);
   for (int j = 0; j < keep; ++j) history[j] = window[j];
+}
+
+// One warp's part of a head's state, from registers to `state` [P, N].
+template <int kLaneStates>
+__device__ inline void store_state(float* state, const float (&h)[kColsPerWarp][kLaneStates], int warp, int lane,
+                                   int64_t P, int64_t N) {
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t p = int64_t(warp) * kColsPerWarp + j;
+#pragma unroll
+    for (int e = 0; e < kLaneStates; ++e) {
+      const int64_t n = lane + 32 * e;
+      if (p < P && n < N) state[p * N + n] = h[j][e];
+    }
+  }
 }
 
 // Rounds. kLaneStates: state entries per lane (state_size / 32, rounded up). One warp per
@@ -128,16 +169,10 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
     if (r + 1 < end) load_scan_row(a, r + 1, head, group, warp, lane, next);
     cuda::scan_row(a, k, row, r, head, warp, lane, h);
     row = next;
+    if (seqs.row_slot && seqs.row_slot[r] >= 0)
+      store_state(a.state + (int64_t(seqs.row_slot[r]) * a.heads + head) * P * N, h, warp, lane, P, N);
   }
-#pragma unroll
-  for (int j = 0; j < kColsPerWarp; ++j) {
-    const int64_t p = int64_t(warp) * kColsPerWarp + j;
-#pragma unroll
-    for (int e = 0; e < kLaneStates; ++e) {
-      const int64_t n = lane + 32 * e;
-      if (p < P && n < N) state[p * N + n] = h[j][e];
-    }
-  }
+  store_state(state, h, warp, lane, P, N);
 }
 
 constexpr int kNormThreads = 256;
@@ -210,6 +245,9 @@ void conv1d_silu(Context& context, const Tensor& x, const Tensor& weight, const 
     launch(conv1d_silu_rows_kernel, blocks_for(n_rows * channels, 256), 256, 0, context.launches, ptr<float>(x),
            ptr<float>(weight), b, ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel,
            ptr<float>(out), split);
+    if (seqs.row_slot.data)
+      launch(conv1d_row_history_kernel, blocks_for(n_rows * channels, 256), 256, 0, context.launches, ptr<float>(x),
+             ptr<float>(conv_state), seqs_of(seqs), n_seqs, n_rows, channels, kernel);
     launch(conv1d_history_kernel, blocks_for(n_seqs * channels, 128), 128, 0, context.launches, ptr<float>(x),
            ptr<float>(conv_state), seqs_of(seqs), n_seqs, channels, kernel);
   }

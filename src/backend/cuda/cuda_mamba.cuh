@@ -12,15 +12,17 @@ struct Seqs {
   const int32_t* begin;
   const int32_t* start;
   const int32_t* slot;
+  const int32_t* row_slot;  // null, or [n_rows]: the slot that also takes the state after each row
 };
 
 inline void key_add(LaunchKey& key, const Seqs& s) {
-  static_assert(sizeof(Seqs) == 24, "key_add(Seqs) must list every field");
-  key_add(key, s.begin), key_add(key, s.start), key_add(key, s.slot);
+  static_assert(sizeof(Seqs) == 32, "key_add(Seqs) must list every field");
+  key_add(key, s.begin), key_add(key, s.start), key_add(key, s.slot), key_add(key, s.row_slot);
 }
 
 inline Seqs seqs_of(const SequenceRows& seqs) {
-  return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot)};
+  return {ptr<int32_t>(seqs.seq_begin), ptr<int32_t>(seqs.seq_start), ptr<int32_t>(seqs.seq_slot),
+          seqs.row_slot.data ? ptr<int32_t>(seqs.row_slot) : nullptr};
 }
 
 // Columns of a head that one warp runs the recurrence for.
