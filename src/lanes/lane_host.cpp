@@ -19,6 +19,27 @@ int32_t cache_slots(const ModelInfo& info, const LaneSettings& settings) {
   return std::clamp(settings.snapshot_slots, 0, info.state_slots - 1);
 }
 
+// The state slots that hold verify windows' per-row states: draft_width * draft_tokens, the last
+// before the cache's (none for models without state or without drafts).
+int32_t window_slots(const ModelInfo& info, const LaneSettings& settings) {
+  if (info.state_slots <= 0 || settings.draft_tokens <= 0) return 0;
+  return settings.draft_width * settings.draft_tokens;
+}
+
+// The settings as the model allows them: drafts need a head, and with state a slot per draft
+// of the widest drafting round (fewer slots narrow the width; none turn drafts off), leaving
+// at least one slot for streams.
+LaneSettings fit_drafts(const ModelInfo& info, LaneSettings settings) {
+  settings.draft_tokens = info.draft_head ? std::clamp(settings.draft_tokens, 0, kMaxDraftTokens) : 0;
+  settings.draft_width = std::max(0, settings.draft_width);
+  if (settings.draft_tokens > 0 && info.state_slots > 0) {
+    const int32_t spare = info.state_slots - cache_slots(info, settings) - 1;
+    settings.draft_width = std::min(settings.draft_width, spare / settings.draft_tokens);
+  }
+  if (settings.draft_width == 0) settings.draft_tokens = 0;
+  return settings;
+}
+
 // How the memory the lane host plans reaches the model: the prompt cache copies pages and states
 // through the runner.
 StreamMemorySettings memory_settings(StepRunner& runner, const LaneSettings& settings) {
@@ -26,12 +47,13 @@ StreamMemorySettings memory_settings(StepRunner& runner, const LaneSettings& set
   StreamMemorySettings memory{info.kv_pages, info.page_size, info.state_slots, settings.prompt_cache,
                               settings.host_bytes, {}, {}};
   const int32_t reserved = cache_slots(info, settings);
-  memory.state_slots -= reserved;
+  memory.state_slots -= reserved + window_slots(info, settings);
   memory.page_copies.bytes = runner.page_bytes();
   memory.page_copies.save = [&runner](int32_t page, std::byte* dst) { runner.save_page(page, dst); };
   memory.page_copies.load = [&runner](const std::byte* src, int32_t page) { runner.load_page(src, page); };
   memory.state_copies.bytes = runner.state_bytes();
-  for (int32_t slot = memory.state_slots; slot < info.state_slots; ++slot) memory.state_copies.slots.push_back(slot);
+  for (int32_t slot = info.state_slots - reserved; slot < info.state_slots; ++slot)
+    memory.state_copies.slots.push_back(slot);
   memory.state_copies.save = [&runner](int32_t slot, std::byte* dst) { runner.save_state(slot, dst); };
   memory.state_copies.load = [&runner](const std::byte* src, int32_t slot) { runner.load_state(src, slot); };
   memory.state_copies.copy = [&runner](int32_t from, int32_t to) { runner.copy_state(from, to); };
@@ -41,13 +63,17 @@ StreamMemorySettings memory_settings(StepRunner& runner, const LaneSettings& set
 }  // namespace
 
 LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
-    : runner_(runner), settings_(settings), memory_(memory_settings(runner, settings)) {
+    : runner_(runner), settings_(fit_drafts(runner.info(), settings)), memory_(memory_settings(runner, settings_)) {
   const ModelInfo& info = runner.info();
   note_memory();
   settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));
   settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(info.max_rows)));
-  if (info.state_slots > 0)
-    settings_.max_streams = std::min(settings_.max_streams, info.state_slots - cache_slots(info, settings));
+  const int32_t cached = cache_slots(info, settings_), windows = window_slots(info, settings_);
+  if (info.state_slots > 0) settings_.max_streams = std::min(settings_.max_streams, info.state_slots - cached - windows);
+  for (int32_t slot = info.state_slots - cached - windows; slot < info.state_slots - cached; ++slot)
+    window_slots_.push_back(slot);
+  stats_.drafted_at.assign(size_t(settings_.draft_tokens), 0);
+  stats_.accepted_at.assign(size_t(settings_.draft_tokens), 0);
 }
 
 LaneHost::~LaneHost() { stop(); }
@@ -140,7 +166,8 @@ bool LaneHost::step() {
     return false;
   }
   // Streams that ended during the step leave the active list.
-  active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& stream) { return stream->ended; }),
+                active_.end());
   return true;
 }
 
@@ -170,6 +197,7 @@ void LaneHost::admit() {
     next.memory = std::move(*hold);
     next.admitted = true;
     next.tokens = next.request.prompt;
+    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft;
     start_from(next, cached);
     active_.push_back(std::move(queued_.front()));
     queued_.pop_front();

@@ -14,8 +14,15 @@
 // Events are delivered on the lane thread (or the thread calling step()), in order: tokens,
 // then one end; a callback must not block, since every other stream waits while it runs.
 //
+// Drafts (models with an MTP head): a drafting stream's row in a round becomes a verify window,
+// its last token and the head's drafts at the positions after it; each row's token is the one
+// the position-keyed draw picks there, drafts are accepted while they equal it, and the stream
+// rolls back (state from the window's row slots; pages past it are simply rewritten) to the
+// last accepted one. So its tokens are those it gets without drafts (lane_drafts.cpp).
+//
 // Code: lane_host.cpp (submission, the loop, admission), lane_steps.cpp (fill steps, rounds,
-// accepting tokens, ending streams).
+// accepting tokens, ending streams), lane_drafts.cpp (windows and the head), lane_cache.cpp
+// (the prompt cache).
 #pragma once
 
 #include <atomic>
@@ -37,6 +44,8 @@
 
 namespace lockstep {
 
+constexpr int32_t kMaxDraftTokens = 8;  // the most drafts a stream verifies in one round
+
 struct LaneSettings {
   int64_t chunk_size = 256;  // fill chunk in tokens; part of the numerics, keep it fixed
   int32_t max_streams = 8;   // streams admitted at once (--parallel)
@@ -49,6 +58,12 @@ struct LaneSettings {
   // snapshots on the device, not streams.
   int32_t snapshot_slots = 0;
   int32_t snapshot_every = 16;  // chunks between snapshots of a long prompt's state
+  // Drafts (models with an MTP head, ModelInfo::draft_head): how many a stream verifies each
+  // round (0: none), and the widest round that drafts (a wider one runs a row a stream, which
+  // pays better there). Models with state also need draft_width * draft_tokens state slots
+  // (the last before the cache's) for the windows' rollback; fewer narrow the width.
+  int32_t draft_tokens = 0;
+  int32_t draft_width = 16;
 };
 
 struct StreamEnd {
@@ -56,6 +71,7 @@ struct StreamEnd {
   FinishReason reason = FinishReason::length;  // when finished
   std::string error;                           // when failed
   int64_t cached_tokens = 0;                   // prompt positions the prompt cache gave, not filled
+  int64_t accepted_drafts = 0;                 // generated tokens that were drafts the model agreed with
 };
 
 struct StreamEvents {
@@ -103,6 +119,10 @@ struct LaneStats {
   // The prompt cache: admissions that looked, those that found a prefix, the positions found.
   uint64_t cache_lookups = 0, cache_hits = 0, cached_tokens = 0;
   PrefixCacheStats cache;
+  // Drafts: rounds that drafted; drafts verified and accepted, in all and by place in the
+  // window ([0]: the first draft after the stream's last token); head passes that failed.
+  uint64_t draft_rounds = 0, drafted = 0, accepted = 0, draft_failures = 0;
+  std::vector<uint64_t> drafted_at, accepted_at;
 };
 
 class LaneHost {
@@ -152,6 +172,15 @@ class LaneHost {
     std::vector<int32_t> tokens;  // prompt, then generated ids
     int64_t generated = 0;
     int64_t cached = 0;           // prompt positions the prompt cache gave
+    bool ended = false;           // has had its end event; leaves active_ after the step
+    bool drafts_on = false;       // verifies drafts (the server drafts and the request allows it)
+    std::vector<int32_t> drafts;  // the head's proposals for the positions after tokens.back()
+    int64_t accepted = 0;         // drafts accepted
+  };
+  // A stream's rows in a round: from first_row, its last token then `drafts` drafts.
+  struct Window {
+    Stream* stream;
+    int32_t first_row, drafts;
   };
 
   void run_loop();
@@ -161,13 +190,26 @@ class LaneHost {
   void fill_step(Stream& stream);
   void round();
   // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
-  void plan_token(Stream& stream, int32_t logit_row);
+  // `ahead`: positions past the stream's next (a window's later rows).
+  void plan_token(Stream& stream, int32_t logit_row, int64_t ahead);
   // Runs plan_, then `after_run` (if any), and accepts each logit row's id for the stream in
-  // round_streams_ at its index; fails every active stream when the runner refuses the plan.
-  void run_plan(const std::function<void()>& after_run);
+  // round_streams_ at its index; fails every active stream (and returns false) when the runner
+  // refuses the plan.
+  bool run_plan(const std::function<void()>& after_run);
   // Reports `id` (with its logprobs when asked) as the token at the stream's next position and
   // ends the stream if it is done (finish_after).
-  void accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs);
+  // Returns false when the stream has ended (or been cancelled) and takes no more tokens.
+  bool accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs);
+  // Drafts (lane_drafts.cpp). Whether rounds this wide draft; how many drafts the stream may
+  // verify next (its remaining tokens and reach); the verdict on a window; the head's pass
+  // over the rows a step settled, which leaves each drafting stream its drafts for next round.
+  bool drafts_pay(size_t width) const;
+  int32_t draft_depth(const Stream& stream) const;
+  void settle_window(const Window& window, bool drafting);
+  // Plans the head's pass over `rows` rows of the step's pass from first_row (positions from
+  // first_position), each with the token after it; `drafts`: and the stream's next drafts.
+  void absorb(Stream& stream, int32_t first_row, int64_t first_position, int32_t rows, bool drafts);
+  void run_drafts();
   void end(Stream& stream, StreamEnd how);
   // Prompt cache (lane_cache.cpp): where a stream may start, what it leaves for later streams.
   bool caches(const Stream& stream) const;
@@ -194,6 +236,11 @@ class LaneHost {
   StepPlan plan_;
   StepResult result_;
   std::vector<Stream*> round_streams_;  // the stream of each logit row of plan_
+  std::vector<Window> windows_;         // a round's streams, in row order
+  std::vector<int32_t> window_slots_;   // state slots for the windows' per-row states
+  DraftPlan draft_plan_;
+  std::vector<Stream*> draft_streams_;  // the stream of each logit row of draft_plan_
+  std::vector<std::vector<int32_t>> drafted_;
 
   // Shared with submitters: guarded by mutex_.
   mutable std::mutex mutex_;

@@ -21,7 +21,7 @@ void LaneHost::fill_step(Stream& stream) {
     batch.positions.push_back(int32_t(p));
     batch.row_seq.push_back(0);
   }
-  if (last) plan_token(stream, int32_t(chunk.end - chunk.begin - 1));
+  if (last) plan_token(stream, int32_t(chunk.end - chunk.begin - 1), 0);
   {
     std::lock_guard lock(mutex_);
     ++stats_.fill_steps;
@@ -29,50 +29,85 @@ void LaneHost::fill_step(Stream& stream) {
   }
   ++stream.next_chunk;
   if (last) stream.phase = Phase::decoding;
-  run_plan([&] { cache_fill(stream, chunk.end); });
+  if (!run_plan([&] { cache_fill(stream, chunk.end); })) return;
+  // The head takes in the chunk's rows inside the chunk, so the first round can already draft.
+  if (stream.ended || !stream.drafts_on) return;
+  draft_plan_.clear();
+  draft_streams_.clear();
+  absorb(stream, 0, chunk.begin, int32_t(chunk.end - chunk.begin), last);
+  run_drafts();
 }
 
 void LaneHost::round() {
   plan_.clear();
   round_streams_.clear();
+  windows_.clear();
   ForwardBatch& batch = plan_.batch;
+  size_t width = 0;
+  for (auto& stream : active_) width += stream->phase == Phase::decoding;
+  const bool drafting = drafts_pay(width);
+  // Drafts take the rows a pass has beyond one a stream, and with state a slot each.
+  int64_t spare_rows = runner_.info().max_rows - int64_t(width);
+  size_t next_slot = 0;
   for (auto& stream : active_) {
-    if (!stream || stream->phase != Phase::decoding) continue;
+    if (stream->phase != Phase::decoding) continue;
     const int64_t position = int64_t(stream->tokens.size()) - 1;
-    memory_.grow(stream->memory, position + 1);
+    int64_t drafts = 0;
+    if (drafting && stream->drafts_on) {
+      drafts = std::min({int64_t(stream->drafts.size()), int64_t(draft_depth(*stream)), spare_rows});
+      if (stream->memory.slot >= 0) drafts = std::min(drafts, int64_t(window_slots_.size() - next_slot));
+    }
+    spare_rows -= drafts;
+    memory_.grow(stream->memory, position + 1 + drafts);
     const int32_t seq = int32_t(batch.seq_pages.size());
+    const int32_t first_row = int32_t(batch.tokens.size());
     batch.seq_pages.push_back(&stream->memory.table);
     if (stream->memory.slot >= 0) batch.seq_slots.push_back(stream->memory.slot);
-    batch.tokens.push_back(stream->tokens.back());
-    batch.positions.push_back(int32_t(position));
-    batch.row_seq.push_back(seq);
-    plan_token(*stream, seq);
+    for (int64_t j = 0; j <= drafts; ++j) {
+      batch.tokens.push_back(j == 0 ? stream->tokens.back() : stream->drafts[size_t(j - 1)]);
+      batch.positions.push_back(int32_t(position + j));
+      batch.row_seq.push_back(seq);
+      plan_token(*stream, first_row + int32_t(j), j);
+      if (drafting && stream->memory.slot >= 0) batch.row_slots.push_back(j < drafts ? window_slots_[next_slot++] : -1);
+    }
+    windows_.push_back({stream.get(), first_row, int32_t(drafts)});
   }
+  // Every row as one-row decoding computes it: a window's Mamba rows run the recurrence.
+  batch.recurrent = drafting;
   {
     std::lock_guard lock(mutex_);
     ++stats_.rounds;
     stats_.round_rows += round_streams_.size();
+    stats_.draft_rounds += drafting;
   }
-  run_plan({});
-}
-
-void LaneHost::plan_token(Stream& stream, int32_t logit_row) {
-  plan_.batch.logit_rows.push_back(logit_row);
-  plan_.samples.push_back({stream.request.sampling, int64_t(stream.tokens.size())});
-  plan_.top_logprobs.push_back(stream.request.top_logprobs);
-  round_streams_.push_back(&stream);
-}
-
-void LaneHost::run_plan(const std::function<void()>& after_run) {
   if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
     fail_all(ran.message());
     return;
   }
-  if (after_run) after_run();
-  for (size_t i = 0; i < round_streams_.size(); ++i) accept_token(*round_streams_[i], result_.ids[i], result_.logprobs[i]);
+  draft_plan_.clear();
+  draft_streams_.clear();
+  for (const Window& window : windows_) settle_window(window, drafting);
+  if (drafting) run_drafts();
 }
 
-void LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs) {
+void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
+  plan_.batch.logit_rows.push_back(logit_row);
+  plan_.samples.push_back({stream.request.sampling, int64_t(stream.tokens.size()) + ahead});
+  plan_.top_logprobs.push_back(stream.request.top_logprobs);
+  round_streams_.push_back(&stream);
+}
+
+bool LaneHost::run_plan(const std::function<void()>& after_run) {
+  if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
+    fail_all(ran.message());
+    return false;
+  }
+  if (after_run) after_run();
+  for (size_t i = 0; i < round_streams_.size(); ++i) accept_token(*round_streams_[i], result_.ids[i], result_.logprobs[i]);
+  return true;
+}
+
+bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs) {
   const int64_t position = int64_t(stream.tokens.size());
   stream.tokens.push_back(id);
   ++stream.generated;
@@ -84,14 +119,15 @@ void LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   if (stream.events.on_token) stream.events.on_token(id);
   const std::optional<FinishReason> reason =
       finish_after(runner_.info(), stream.request, id, stream.generated, position);
-  if (!reason) return;
+  if (!reason) return !stream.control->cancelled.load();  // cancelled: the next step drops it
   end(stream, {StreamEnd::Kind::finished, *reason, {}});
-  for (auto& active : active_)
-    if (active.get() == &stream) active.reset();
+  return false;
 }
 
 void LaneHost::end(Stream& stream, StreamEnd how) {
+  stream.ended = true;
   how.cached_tokens = stream.cached;
+  how.accepted_drafts = stream.accepted;
   if (stream.admitted) {
     cache_ending(stream, how);
     memory_.release(stream.memory);
@@ -110,7 +146,7 @@ void LaneHost::end(Stream& stream, StreamEnd how) {
 
 void LaneHost::fail_all(const std::string& error) {
   for (auto& stream : active_)
-    if (stream) end(*stream, {StreamEnd::Kind::failed, {}, error}), stream.reset();
+    if (!stream->ended) end(*stream, {StreamEnd::Kind::failed, {}, error});
 }
 
 }  // namespace lockstep

@@ -57,14 +57,12 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
     return make_error("samples and top_logprobs must have one entry per logit row");
   for (int32_t row : batch.logit_rows)
     if (row < 0 || size_t(row) >= rows) return make_error("a logit row is outside the plan");
+  if (!batch.row_slots.empty() && (!batch.recurrent || batch.row_slots.size() != rows || states_.empty()))
+    return make_error("row_slots need a recurrent pass, one per row, and state slots");
   calls.push_back({batch.tokens, batch.positions, batch.row_seq, batch.seq_slots, batch.logit_rows,
-                   batch.seq_pages.size()});
-  const int64_t page_size = info_.page_size;
-  auto cell = [&](const PageTable& table, int64_t position) -> int32_t* {
-    const size_t index = size_t(position / page_size);
-    if (index >= table.pages.size()) return nullptr;
-    return &cells_[size_t(table.pages[index]) * size_t(page_size) + size_t(position % page_size)];
-  };
+                   batch.seq_pages.size(), {}, batch.recurrent});
+  for (const SampleRow& sample : plan.samples) calls.back().draws.push_back(sample.position);
+  last_run_ = batch;
   std::vector<int32_t> picked(rows, -1);
   for (size_t r = 0; r < rows; ++r) {
     const size_t seq = size_t(batch.row_seq[r]);
@@ -82,6 +80,7 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
                           std::to_string(state.position) + " positions; the row is at " + std::to_string(position));
       state = {fold(state.hash, batch.tokens[r]), position + 1};
       state_hash = state.hash;
+      if (!batch.row_slots.empty() && batch.row_slots[r] >= 0) states_.at(size_t(batch.row_slots[r])) = state;
     }
     // Only logit rows need what attention reads.
     bool wanted = false;
@@ -96,6 +95,52 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
   for (size_t i = 0; i < picks; ++i) {
     result.ids[i] = picked[size_t(batch.logit_rows[i])];
     result.logprobs[i] = {result.ids[i], 0.0f, {}};
+  }
+  return Status::success();
+}
+
+int32_t* RecordingRunner::cell(const PageTable& table, int64_t position) {
+  const int64_t page_size = info_.page_size;
+  const size_t index = size_t(position / page_size);
+  if (index >= table.pages.size()) return nullptr;
+  return &cells_[size_t(table.pages[index]) * size_t(page_size) + size_t(position % page_size)];
+}
+
+Status RecordingRunner::draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) {
+  if (!info_.draft_head) return make_error("this model has no MTP head");
+  const ForwardBatch& batch = plan.batch;
+  const size_t rows = batch.tokens.size(), picks = batch.logit_rows.size();
+  if (rows == 0 || plan.hidden_rows.size() != rows || batch.positions.size() != rows ||
+      batch.row_seq.size() != rows || plan.depth.size() != picks)
+    return make_error("a draft plan needs rows, one hidden row and position per row, one depth per logit row");
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t hidden = plan.hidden_rows[r];
+    if (hidden < 0 || size_t(hidden) >= last_run_.tokens.size() ||
+        last_run_.positions[size_t(hidden)] != batch.positions[r] ||
+        last_run_.seq_pages[size_t(last_run_.row_seq[size_t(hidden)])] != batch.seq_pages.at(size_t(batch.row_seq[r])))
+      return make_error("draft row " + std::to_string(r) + " does not pair with its hidden row");
+  }
+  draft_calls.push_back({batch.tokens, batch.positions, batch.row_seq, batch.seq_slots, batch.logit_rows,
+                         batch.seq_pages.size(), {}, false});
+  drafts.assign(picks, {});
+  for (size_t i = 0; i < picks; ++i) {
+    const size_t row = size_t(batch.logit_rows.at(i));
+    const PageTable& table = *batch.seq_pages.at(size_t(batch.row_seq[row]));
+    const int64_t position = batch.positions[row];
+    std::vector<int32_t> tokens;  // the sequence up to the row's position, then its token
+    for (int64_t p = 0; p <= position; ++p) {
+      const int32_t* at = cell(table, p);
+      if (!at) return make_error("draft row " + std::to_string(row) + " is past its page table");
+      tokens.push_back(*at);
+    }
+    tokens.push_back(batch.tokens[row]);
+    for (int32_t k = 0; k < plan.depth[i]; ++k) {
+      if (k > 0 && !cell(table, position + k)) return make_error("a chained head row is past its page table");
+      int32_t next = next_id(tokens, info_.vocab_size);
+      if (wrong_at(int64_t(tokens.size()))) next = int32_t((next + 1) % info_.vocab_size);
+      drafts[i].push_back(next);
+      tokens.push_back(next);
+    }
   }
   return Status::success();
 }

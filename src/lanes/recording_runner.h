@@ -6,9 +6,14 @@
 // nothing but its own tokens, as a real model's do, and only if the pages and the state it
 // reads hold exactly its own prefix: a wrong or overwritten page, or a state restored at the
 // wrong place, changes its ids.
+//
+// With a head (give_head), draft() proposes the true continuation of each logit row's sequence
+// except at positions wrong_at() picks, where it proposes another id: the lanes must accept the
+// right drafts, reject from the first wrong one, and roll pages and state back to match.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -22,6 +27,8 @@ class RecordingRunner final : public StepRunner {
   struct Call {
     std::vector<int32_t> tokens, positions, row_seq, seq_slots, logit_rows;
     size_t sequences = 0;
+    std::vector<int64_t> draws;  // each logit row's draw position (SampleRow::position)
+    bool recurrent = false;
   };
   struct StateCopy {  // a save_state, load_state or copy_state (from a slot to `slot`)
     int32_t slot;
@@ -36,6 +43,10 @@ class RecordingRunner final : public StepRunner {
   // Refuses a plan whose rows or logit rows do not line up, a row past its page table, and a
   // row whose slot's state is not at the position before it, as a model refuses a bad batch.
   Status run(const StepPlan& plan, StepResult& result) override;
+  // Refuses a plan whose rows do not pair with the last run's rows at their positions.
+  Status draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) override;
+  void give_head() { info_.draft_head = true; }
+  std::function<bool(int64_t position)> wrong_at = [](int64_t position) { return position % 3 == 2; };
   size_t state_bytes() const override;
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
@@ -50,6 +61,7 @@ class RecordingRunner final : public StepRunner {
   static std::vector<int32_t> alone_ids(const GenerateRequest& request, int64_t vocab);
 
   std::vector<Call> calls;
+  std::vector<Call> draft_calls;  // the head's passes (draft's absorbing pass; chains are not passes here)
   std::vector<StateCopy> saves, loads, copies;
   std::vector<int32_t> page_saves, page_loads;  // the pages copied to and from the host
 
@@ -61,7 +73,11 @@ class RecordingRunner final : public StepRunner {
   static uint64_t fold(uint64_t hash, int32_t token);
   static int32_t id_of(uint64_t read, uint64_t state, int64_t vocab);
 
+  // The token in the KV cell of `position` through `table`, or null past the table.
+  int32_t* cell(const PageTable& table, int64_t position);
+
   ModelInfo info_;
+  ForwardBatch last_run_;       // the last run()'s rows, for draft() to check against
   std::vector<int32_t> cells_;  // [kv_pages * page_size]: the token at each KV position, -1 none
   std::vector<State> states_;   // [state_slots]
 };

@@ -19,6 +19,7 @@ struct GenerateRequest {
   bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
   int32_t top_logprobs = -1; // -1: no logprobs; 0..20: report each chosen id's logprob and this many alternatives
   bool cache_prompt = true;  // with the prompt cache on: resume from a cached prefix, and cache this prompt
+  bool draft = true;         // when the server drafts: verify drafts (never changes the tokens, only the speed)
 };
 
 enum class FinishReason {

@@ -34,6 +34,23 @@ struct StepResult {
   std::vector<TokenLogprobs> logprobs;   // filled where the plan's top_logprobs[i] >= 0
 };
 
+// A pass of the MTP head (ModelInfo::draft_head) over the step that just ran: each of its rows
+// pairs a row of that step's pass (hidden_rows) with the token after it, at that row's position,
+// which writes the head's K and V there. Each logit row then drafts depth[i] tokens: the head's
+// argmax, chained (the head's own hidden state and its draft feed the next head pass, one
+// position on). Drafts only ever propose: the main model's pick decides every token.
+struct DraftPlan {
+  ForwardBatch batch;                // tokens: the token after each hidden row; positions: the row's
+  std::vector<int32_t> hidden_rows;  // [batch rows]: rows of the last step's pass
+  std::vector<int32_t> depth;        // [batch.logit_rows.size()]: drafts wanted from each, >= 1
+
+  void clear() {
+    batch.clear();
+    hidden_rows.clear();
+    depth.clear();
+  }
+};
+
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
@@ -41,6 +58,13 @@ class StepRunner {
   // Runs the plan. An error (a batch the model refuses) means no row advanced: the caller
   // fails the streams in it. Called from one thread at a time.
   [[nodiscard]] virtual Status run(const StepPlan& plan, StepResult& result) = 0;
+  // Runs the head over the last run()'s pass; drafts[i] gets logit row i's depth[i] drafts, in
+  // position order. An error changes no stream's tokens (drafts are only proposals).
+  [[nodiscard]] virtual Status draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) {
+    (void)plan;
+    (void)drafts;
+    return make_error("this model has no MTP head");
+  }
 
   // The prompt cache's snapshots of recurrent state (models with state slots): the bytes of
   // one slot, and copies of a slot to and from host memory and to another slot, in order with

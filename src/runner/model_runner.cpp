@@ -66,4 +66,62 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
   return Status::success();
 }
 
+// The head's greedy pick at each logit row of `logits`, into picks_.
+void ModelRunner::pick_drafts(const Tensor& logits, size_t n) {
+  Backend& backend = model_.backend();
+  greedy_.assign(n, SampleRow{});  // temperature 0: argmax
+  const Tensor ids = chosen_ids_.view().first_dim_slice(0, int64_t(n));
+  backend.sample(logits, greedy_, ids);
+  picks_.resize(n);
+  backend.download(picks_.data(), ids);
+}
+
+Status ModelRunner::draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) {
+  const ForwardBatch& absorbed = plan.batch;
+  const size_t n = absorbed.logit_rows.size();
+  if (plan.depth.size() != n) return make_error("a draft plan needs one depth per logit row");
+  for (int32_t depth : plan.depth)
+    if (depth < 1) return make_error("a draft plan's depths must be at least 1");
+  auto logits = model_.forward_draft(absorbed, Model::DraftInput::main_pass, plan.hidden_rows);
+  if (!logits.ok()) return logits.error();
+  drafts.assign(n, {});
+  if (n == 0) return Status::success();
+  pick_drafts(*logits, n);
+  // live_: the rows still drafting; from_: the row of the head's last pass that each continues.
+  live_.clear();
+  from_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    drafts[i].push_back(picks_[i]);
+    if (plan.depth[i] > 1) live_.push_back(int32_t(i)), from_.push_back(absorbed.logit_rows[i]);
+  }
+  // Draft k + 1 of each row that wants it: one head row at the position after draft k's, fed
+  // draft k and the hidden state that drafted it (a row of the head's last pass).
+  for (int32_t k = 1; !live_.empty(); ++k) {
+    chain_.clear();
+    next_live_.clear();
+    next_from_.clear();
+    for (size_t j = 0; j < live_.size(); ++j) {
+      const size_t i = size_t(live_[j]);
+      const int32_t row = absorbed.logit_rows[i], seq = absorbed.row_seq[size_t(row)];
+      chain_.tokens.push_back(drafts[i].back());
+      chain_.positions.push_back(absorbed.positions[size_t(row)] + k);
+      chain_.row_seq.push_back(int32_t(j));
+      chain_.seq_pages.push_back(absorbed.seq_pages[size_t(seq)]);
+      if (!absorbed.seq_slots.empty()) chain_.seq_slots.push_back(absorbed.seq_slots[size_t(seq)]);
+      chain_.logit_rows.push_back(int32_t(j));
+    }
+    auto chained = model_.forward_draft(chain_, Model::DraftInput::head_pass, from_);
+    if (!chained.ok()) return chained.error();
+    pick_drafts(*chained, live_.size());
+    for (size_t j = 0; j < live_.size(); ++j) {
+      const size_t i = size_t(live_[j]);
+      drafts[i].push_back(picks_[j]);
+      if (int32_t(drafts[i].size()) < plan.depth[i]) next_live_.push_back(int32_t(i)), next_from_.push_back(int32_t(j));
+    }
+    live_.swap(next_live_);
+    from_.swap(next_from_);
+  }
+  return Status::success();
+}
+
 }  // namespace lockstep

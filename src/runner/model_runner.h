@@ -1,7 +1,7 @@
 // The real StepRunner: runs a plan's forward pass on a Model, picks each logit row's token with
 // the backend's sampler (Backend::sample), and downloads only the ids, plus, when some row asked
-// for logprobs, each row's chosen and best log-probabilities (Backend::token_logprobs). Drafts,
-// prompt-cache restores and grammar masks plug in here, behind the lane host's one call.
+// for logprobs, each row's chosen and best log-probabilities (Backend::token_logprobs). With an
+// MTP head, draft() runs the head after a step and chains its greedy drafts.
 #pragma once
 
 #include <vector>
@@ -18,6 +18,7 @@ class ModelRunner final : public StepRunner {
 
   const ModelInfo& info() const override { return model_.info(); }
   Status run(const StepPlan& plan, StepResult& result) override;
+  Status draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) override;
   size_t state_bytes() const override { return model_.state_bytes(); }
   void save_state(int32_t slot, std::byte* dst) override { model_.save_state(slot, dst); }
   void load_state(const std::byte* src, int32_t slot) override { model_.load_state(src, slot); }
@@ -27,12 +28,18 @@ class ModelRunner final : public StepRunner {
   void load_page(const std::byte* src, int32_t page) override { model_.load_page(src, page); }
 
  private:
+  void pick_drafts(const Tensor& logits, size_t n);
+
   Model& model_;
   OwnedTensor chosen_ids_;       // i32 [max_rows] on the backend: the token each logit row picked
   OwnedTensor logprobs_;         // f32 [max_rows * (1 + kMaxTop)]: token_logprobs' values
   OwnedTensor top_ids_;          // i32 [max_rows * kMaxTop]: token_logprobs' alternatives
   std::vector<float> logprobs_host_;
   std::vector<int32_t> top_ids_host_;
+  // draft()'s scratch: the greedy draws, the picks, a chained head pass and the rows it reads.
+  std::vector<SampleRow> greedy_;
+  std::vector<int32_t> picks_, live_, from_, next_live_, next_from_;
+  ForwardBatch chain_;
 };
 
 }  // namespace lockstep
