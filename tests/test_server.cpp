@@ -11,6 +11,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   // As `lockstep serve` does: with the prompt cache, as many slots again for its snapshots.
   model_options.state_slots = options.prompt_cache ? 2 * options.parallel : options.parallel;
   model_options.kv_pages = int32_t(options.parallel * ((options.context + 15) / 16));
+  model_options.draft_state_slots = options.draft_tokens * options.parallel;
   auto model = load_model(dir, backend_, model_options, options.weights);
   EXPECT_TRUE(model.ok()) << model.error().message;
   if (!model.ok()) std::abort();
@@ -25,6 +26,8 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   settings.lanes.prompt_cache = options.prompt_cache;
   settings.lanes.host_bytes = size_t(1) << 28;
   settings.lanes.snapshot_slots = options.prompt_cache ? options.parallel : 0;
+  settings.lanes.draft_tokens = options.draft_tokens;
+  settings.lanes.draft_width = options.parallel;
   runner_ = std::make_unique<ModelRunner>(*model_);
   api_ = std::make_unique<OpenAiServer>(*runner_, text_, settings);
   HttpSettings http;

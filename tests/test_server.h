@@ -22,6 +22,7 @@ struct TestServerOptions {
   int64_t context = 512;
   WeightChoice weights = WeightChoice::checkpoint;
   bool prompt_cache = false;
+  int32_t draft_tokens = 0;  // with a model that has an MTP head: drafts in rounds up to `parallel` wide
 };
 
 class TestServer {

@@ -86,10 +86,14 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
   options.max_context = model_flags.context;
   options.state_slots = flags.parallel;
+  size_draft_slots(flags.drafts, flags.parallel, options);
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   ModelRunner runner(*loaded->model);
-  LaneHost host(runner, {flags.chunk, flags.parallel, int32_t(lines.size()) + 1});
+  LaneSettings lanes{flags.chunk, flags.parallel, int32_t(lines.size()) + 1};
+  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), flags.parallel, lanes); !drafts.ok())
+    return fail(drafts.message());
+  LaneHost host(runner, lanes);
   for (Line& line : lines) {
     if (!line.request) continue;
     auto submitted = host.submit(*line.request, {[&line](int32_t id) { line.ids.push_back(id); },

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/cli_common.h"
+#include "cli/draft_flags.h"
 #include "sampling/sampler.h"
 
 namespace lockstep::cli {
@@ -18,6 +19,7 @@ struct BatchFlags {
   SamplingParams sampling;
   bool ignore_eos = false;
   bool no_thinking = false;   // render "messages" lines with enable_thinking=false
+  DraftFlags drafts;
 };
 
 // Runs the batch and prints one JSON line per input line: {"index", "ids", "finish_reason"}

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/batch_generate.h"
+#include "cli/draft_flags.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "lanes/lane_host.h"
@@ -32,6 +33,7 @@ struct GenerateFlags {
   bool ids = false;
   bool ignore_eos = false;
   int64_t chunk = 256;
+  DraftFlags drafts;
 };
 
 // The prompt's ids from --tokens, --prompt or --messages (exactly one of them).
@@ -61,10 +63,14 @@ int run_one(const GenerateFlags& flags) {
 
   ModelOptions options;
   options.max_rows = flags.chunk;
+  size_draft_slots(flags.drafts, 1, options);
   auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   ModelRunner runner(*loaded->model);
-  LaneHost host(runner, {flags.chunk, 1, 1});
+  LaneSettings lanes{flags.chunk, 1, 1};
+  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), 1, lanes); !drafts.ok())
+    return fail(drafts.message());
+  LaneHost host(runner, lanes);
   // Text as it decodes, or ids with --ids (and always when the folder has no tokenizer).
   const bool print_text = text->has_tokenizer() && !flags.ids;
   std::optional<StreamingDetokenizer> detokenizer;
@@ -84,6 +90,8 @@ int run_one(const GenerateFlags& flags) {
   if (print_text) std::cout << detokenizer->finish();
   std::cout << "\n";
   if (!end || end->kind != StreamEnd::Kind::finished) return fail(end ? end->error : "the stream did not finish");
+  if (end->drafted > 0)
+    std::cerr << "drafts: " << end->accepted_drafts << " of " << end->drafted << " accepted\n";
   return 0;
 }
 
@@ -99,6 +107,7 @@ int run_generate(const GenerateFlags& flags) {
   batch.sampling = {flags.temperature, flags.top_k, flags.top_p, flags.min_p, flags.seed};
   batch.ignore_eos = flags.ignore_eos;
   batch.no_thinking = flags.no_thinking;
+  batch.drafts = flags.drafts;
   if (Status valid = validate(batch.sampling); !valid.ok()) return fail(valid.message());
   return run_batch(flags.model, batch);
 }
@@ -133,6 +142,7 @@ Command add_generate_command(CLI::App& app) {
   command->add_flag("--ids", flags->ids, "print the generated ids, space-separated, on one line, instead of text "
                                          "(always so when the model folder has no tokenizer)");
   command->add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence ids");
+  add_draft_flags(*command, flags->drafts);
   return {command, [flags] { return run_generate(*flags); }};
 }
 

@@ -12,6 +12,7 @@
 #include "cli/cli_common.h"
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/draft_flags.h"
 #include "runner/model_runner.h"
 #include "http/http_server.h"
 #include "server/openai_server.h"
@@ -30,7 +31,7 @@ struct ServeFlags {
   int64_t chunk = 256;
   float temperature = 0.0f;
   bool no_thinking = false;
-  bool no_drafts = false;
+  DraftFlags drafts;
   double prompt_cache_gib = 8;
   bool prompt_cache_gib_given = false;
   HttpSettings http;
@@ -76,6 +77,7 @@ int run_serve(const ServeFlags& flags) {
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
+  size_draft_slots(flags.drafts, flags.parallel, options);
   ModelFlags model_flags = flags.model;
   const bool embedded = model_flags.model_dir.empty();
   if (embedded) {
@@ -97,6 +99,8 @@ int run_serve(const ServeFlags& flags) {
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
   settings.lanes.snapshot_slots = cache_gib > 0 ? flags.parallel : 0;
+  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), flags.parallel, settings.lanes); !drafts.ok())
+    return fail(drafts.message());
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);
@@ -110,7 +114,7 @@ int run_serve(const ServeFlags& flags) {
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
             << flags.host << ":" << server.port() << " with " << flags.parallel << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
-            << std::endl;
+            << "; " << describe_drafts(settings.lanes, loaded->model->info()) << std::endl;
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     int signal = 0;
@@ -167,9 +171,7 @@ Command add_serve_command(CLI::App& app) {
                       "the KV pages no stream holds (0: the prompt cache is off)")
       ->check(CLI::Range(0.0, 1048576.0))
       ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
-  command->add_flag("--no-drafts", flags->no_drafts,
-                    "no MTP drafts (lockstep loads MTP heads but does not draft with them yet, so there are none "
-                    "either way)");
+  add_draft_flags(*command, flags->drafts);
   return {command, [flags] { return run_serve(*flags); }};
 }
 

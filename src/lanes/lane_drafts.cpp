@@ -46,6 +46,7 @@ void LaneHost::settle_window(const Window& window, bool drafting) {
     }
   }
   stream.drafts.clear();
+  stream.drafted += window.drafts;
   const int64_t position = int64_t(stream.tokens.size()) - 1;  // the window's first row's
   for (int32_t j = 0; j <= agreed; ++j) {
     stream.accepted += j < agreed;

@@ -71,6 +71,7 @@ struct StreamEnd {
   FinishReason reason = FinishReason::length;  // when finished
   std::string error;                           // when failed
   int64_t cached_tokens = 0;                   // prompt positions the prompt cache gave, not filled
+  int64_t drafted = 0;                         // drafts verified
   int64_t accepted_drafts = 0;                 // generated tokens that were drafts the model agreed with
 };
 
@@ -175,7 +176,7 @@ class LaneHost {
     bool ended = false;           // has had its end event; leaves active_ after the step
     bool drafts_on = false;       // verifies drafts (the server drafts and the request allows it)
     std::vector<int32_t> drafts;  // the head's proposals for the positions after tokens.back()
-    int64_t accepted = 0;         // drafts accepted
+    int64_t drafted = 0, accepted = 0;  // drafts verified, and those accepted and delivered
   };
   // A stream's rows in a round: from first_row, its last token then `drafts` drafts.
   struct Window {

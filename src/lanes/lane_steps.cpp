@@ -127,6 +127,7 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
 void LaneHost::end(Stream& stream, StreamEnd how) {
   stream.ended = true;
   how.cached_tokens = stream.cached;
+  how.drafted = stream.drafted;
   how.accepted_drafts = stream.accepted;
   if (stream.admitted) {
     cache_ending(stream, how);

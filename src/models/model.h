@@ -22,6 +22,9 @@ struct ModelOptions {
   int32_t kv_pages = 0;      // 0: enough for kv_sequences sequences of max_context
   int32_t kv_sequences = 1;
   int32_t state_slots = 1;   // recurrent-state slots, for models that keep such state
+  // More state slots, made only by a model with state and an MTP head: a verify window's
+  // per-row states (LaneSettings::draft_width * draft_tokens).
+  int32_t draft_state_slots = 0;
 };
 
 class Model {

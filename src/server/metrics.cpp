@@ -20,6 +20,15 @@ void gauge(std::string& out, const std::string& name, const std::string& help, d
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + number(value) + "\n";
 }
 
+// A counter with a series per place in a draft window, position="1" first (none without drafts).
+void by_position(std::string& out, const std::string& name, const std::string& help,
+                 const std::vector<uint64_t>& values) {
+  if (values.empty()) return;
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n";
+  for (size_t i = 0; i < values.size(); ++i)
+    out += name + "{position=\"" + std::to_string(i + 1) + "\"} " + number(double(values[i])) + "\n";
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -104,6 +113,17 @@ std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes)
         double(lanes.cache.device_snapshots));
   counter(out, "lockstep_prompt_cache_evictions_total", "KV pages and snapshots the prompt cache let go of for room.",
           double(lanes.cache.evicted_pages + lanes.cache.evicted_snapshots));
+  counter(out, "lockstep_draft_rounds_total", "Rounds that verified MTP drafts.", double(lanes.draft_rounds));
+  counter(out, "lockstep_drafted_tokens_total", "MTP drafts verified.", double(lanes.drafted));
+  counter(out, "lockstep_accepted_draft_tokens_total", "MTP drafts the model agreed with, each a token generated.",
+          double(lanes.accepted));
+  counter(out, "lockstep_draft_failures_total", "Head passes that failed (their streams decoded without drafts).",
+          double(lanes.draft_failures));
+  by_position(out, "lockstep_drafted_tokens_by_position_total", "MTP drafts verified, by place in the window (1: first).",
+              lanes.drafted_at);
+  by_position(out, "lockstep_accepted_draft_tokens_by_position_total",
+              "MTP drafts accepted, by place in the window; over the drafted ones, the acceptance there.",
+              lanes.accepted_at);
   first_token_.render("lockstep_time_to_first_token_seconds", "From request to its first token.", out);
   gap_.render("lockstep_inter_token_seconds", "Gap between consecutive tokens of a stream.", out);
   return out;

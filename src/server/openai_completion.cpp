@@ -158,7 +158,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     if (req.include_usage && !client_gone) {
       nlohmann::json usage = stream_chunk(header, "", false, nullptr, nullptr, "");
       usage["choices"] = nlohmann::json::array();
-      usage["usage"] = usage_json(req.generate.prompt.size(), ids.size(), size_t(end->cached_tokens));
+      usage["usage"] = usage_json(req.generate.prompt.size(), ids.size(), *end);
       (void)responder.write_chunk(sse(usage));
     }
     if (!client_gone) (void)responder.write_chunk("data: [DONE]\n\n");
@@ -166,7 +166,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   } else {
     nlohmann::json body = full_reply(header, reply, req.return_token_ids ? &ids : nullptr,
                                      logprobs_json(text_, logprobs, chat, 0), finish_reason,
-                                     usage_json(req.generate.prompt.size(), ids.size(), size_t(end->cached_tokens)),
+                                     usage_json(req.generate.prompt.size(), ids.size(), *end),
                                      req.generate.sampling.seed);
     responder.send(200, "application/json", json_text(body));
   }

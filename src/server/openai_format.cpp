@@ -1,5 +1,7 @@
 #include "server/openai_format.h"
 
+#include "lanes/lane_host.h"
+
 namespace lockstep {
 
 std::string token_text(const ModelText& text, int32_t id) {
@@ -43,11 +45,13 @@ nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogpr
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens) {
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, const StreamEnd& end) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", end.cached_tokens}}},
+          {"completion_tokens_details", {{"accepted_prediction_tokens", end.accepted_drafts},
+                                         {"rejected_prediction_tokens", end.drafted - end.accepted_drafts}}}};
 }
 
 nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,

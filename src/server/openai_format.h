@@ -11,6 +11,8 @@
 
 namespace lockstep {
 
+struct StreamEnd;
+
 struct ReplyHeader {
   std::string id;       // "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;  // unix seconds
@@ -36,8 +38,10 @@ nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, co
                           const nlohmann::json& logprobs, const std::string& finish_reason,
                           const nlohmann::json& usage, uint64_t seed);
 
-// OpenAI's usage object; prompt_tokens_details.cached_tokens: the prompt positions the prompt
-// cache gave, not filled.
-nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, size_t cached_tokens);
+// OpenAI's usage object, with prompt_tokens_details.cached_tokens (the prompt positions the
+// prompt cache gave, not filled) and completion_tokens_details: accepted_prediction_tokens (the
+// generated tokens that were MTP drafts the model agreed with) and rejected_prediction_tokens
+// (the drafts it did not take).
+nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, const StreamEnd& end);
 
 }  // namespace lockstep

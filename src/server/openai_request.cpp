@@ -149,7 +149,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   auto n = field<int64_t>(body, "n", error);
   out.stream = field<bool>(body, "stream", error).value_or(false);
   out.return_token_ids = field<bool>(body, "return_token_ids", error).value_or(false);
-  out.draft = field<bool>(body, "draft", error).value_or(true);
+  out.generate.draft = field<bool>(body, "draft", error).value_or(true);
   out.echo = !chat && field<bool>(body, "echo", error).value_or(false);
   out.generate.ignore_eos = field<bool>(body, "ignore_eos", error).value_or(false);
   out.generate.cache_prompt = field<bool>(body, "cache_prompt", error).value_or(true);

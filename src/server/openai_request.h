@@ -42,7 +42,6 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false;
-  bool draft = true;            // accepted; meaningful once an MTP head exists
   bool echo = false;            // completions: the reply text starts with the prompt
   std::string prompt_text;      // for echo
 };

@@ -24,16 +24,18 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
   const NemotronConfig& c = *config;
+  ModelOptions sized = options;  // with the verify windows' slots when there is a head
+  if (!c.mtp_layers.empty()) sized.state_slots = std::max(1, options.state_slots) + std::max(0, options.draft_state_slots);
   // f32 K and V per attention layer (the MTP head's too); f32 conv and SSM state per Mamba layer.
   const double kv_per_position = 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) *
                                  double(c.kv_heads * c.head_dim);
   const double state_per_slot = 4.0 * double(c.count(LayerKind::mamba)) *
                                 double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
-  LOCKSTEP_TRY(check_cache_fits(backend, options, c.max_positions, kv_per_position, state_per_slot));
+  LOCKSTEP_TRY(check_cache_fits(backend, sized, c.max_positions, kv_per_position, state_per_slot));
   std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
-  model->allocate(options);
+  model->allocate(sized);
   return std::unique_ptr<Model>(std::move(model));
 }
 

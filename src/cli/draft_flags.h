@@ -1,0 +1,39 @@
+// --draft-tokens, --draft-width and --no-drafts: how a command drafts with a checkpoint's MTP
+// head (LaneSettings::draft_tokens and draft_width). Drafts change the speed, never the tokens.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "lanes/lane_host.h"
+#include "models/model.h"
+
+namespace lockstep::cli {
+
+// Defaults until the GPU measurements of a trained head say otherwise (README, "Drafts").
+inline constexpr int32_t kDefaultDraftTokens = 3;
+inline constexpr int32_t kDefaultDraftWidth = 16;
+
+struct DraftFlags {
+  int32_t tokens = kDefaultDraftTokens;
+  bool tokens_given = false;
+  int32_t width = kDefaultDraftWidth;
+  bool off = false;
+};
+
+void add_draft_flags(CLI::App& command, DraftFlags& flags);
+
+// Before loading: the state slots verify windows need (a model makes them only if it has a head
+// and state), for up to `parallel` streams.
+void size_draft_slots(const DraftFlags& flags, int32_t parallel, ModelOptions& options);
+
+// After loading: sets the lane settings' drafts. An error when --draft-tokens asks for drafts
+// from a checkpoint without an MTP head, or with --no-drafts.
+[[nodiscard]] Status apply_draft_flags(const DraftFlags& flags, const ModelInfo& info, int32_t parallel,
+                                       LaneSettings& lanes);
+
+// For the startup line: "drafts: up to 3 a stream in rounds of up to 8 streams", or why none.
+std::string describe_drafts(const LaneSettings& lanes, const ModelInfo& info);
+
+}  // namespace lockstep::cli
