@@ -95,6 +95,33 @@ TEST(BenchClient, LevelsGreedyAndSeededMatchTheirAloneReplies) {
   EXPECT_EQ(polylines, 2u) << "one line per temperature";
 }
 
+// --drafts against a server of the MTP fixture: each cell with drafts and without, side by side,
+// the speed-up of each pair, and every reply with drafts equal to the same request's without.
+TEST(BenchClient, DraftsRunEachCellWithAndWithoutAndCompareTheReplies) {
+  TestServerOptions options;
+  options.parallel = 4;
+  options.draft_tokens = 3;
+  TestServer server(test_data("nemotron_h_mtp"), "mtp", options);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("bench.json");
+  CommandResult run = bench({"--url", "http://127.0.0.1:" + std::to_string(server.port()), "--levels", "1,4",
+                             "--tokens", "12", "--reps", "1", "--temperatures", "0,1.0", "--drafts", "--json",
+                             json_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines = split_lines(run.out);
+  ASSERT_EQ(lines.size(), 14u) << run.out;  // heading, eight cells, four speed-ups, exactness
+  EXPECT_NE(lines[1].find("greedy, drafts"), std::string::npos) << run.out;
+  EXPECT_NE(lines[2].find("greedy, no drafts"), std::string::npos) << run.out;
+  EXPECT_NE(lines[9].find("drafts: 1 streams, greedy: "), std::string::npos) << run.out;
+  EXPECT_EQ(lines[13], "drafts exactness: 10 replies with drafts compared with the same request's without, 0 differ");
+  json report = json::parse(read_file(json_path));
+  ASSERT_EQ(report["cells"].size(), 8u);
+  EXPECT_EQ(report["cells"][0]["draft"], true);
+  EXPECT_EQ(report["cells"][1]["draft"], false);
+  EXPECT_EQ(report["drafts_exactness"]["differ"], 0);
+}
+
 TEST(BenchClient, SerialRunsEveryCellOncePerRoundInAShuffledOrder) {
   BenchTarget server(4);
   auto dir = TempDir::create();

@@ -33,12 +33,12 @@ double tick_step(double largest) {
 
 std::string sweep_plot_svg(const SweepResult& sweep) {
   std::set<int> levels;
-  std::map<double, std::vector<std::pair<int, double>>> lines;  // temperature -> (streams, tok/s)
+  std::map<std::string, std::vector<std::pair<int, double>>> lines;  // cell_mode -> (streams, tok/s)
   double largest = 0;
   for (const Cell& cell : sweep.cells) {
     double tok_s = summarize(cell).aggregate_tok_s;
     levels.insert(cell.streams);
-    lines[cell.temperature].emplace_back(cell.streams, tok_s);
+    lines[cell_mode(cell)].emplace_back(cell.streams, tok_s);
     largest = std::max(largest, tok_s);
   }
   const double step = largest > 0 ? tick_step(largest * 1.05) : 1.0;
@@ -75,7 +75,7 @@ std::string sweep_plot_svg(const SweepResult& sweep) {
       << "<text transform=\"translate(18 " << kTop + plot_h / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
       << "aggregate tok/s</text>\n";
   size_t index = 0;
-  for (const auto& [temperature, points] : lines) {
+  for (const auto& [mode, points] : lines) {
     const char* colour = kColours[index % std::size(kColours)];
     svg << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
     for (auto [streams, tok_s] : points) svg << x_of(streams) << "," << y_of(tok_s) << " ";
@@ -86,7 +86,7 @@ std::string sweep_plot_svg(const SweepResult& sweep) {
     double legend_y = kTop + 10 + 20 * double(index);
     svg << "<line x1=\"" << kWidth - kRight + 15 << "\" y1=\"" << legend_y << "\" x2=\"" << kWidth - kRight + 35
         << "\" y2=\"" << legend_y << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n<text x=\""
-        << kWidth - kRight + 40 << "\" y=\"" << legend_y + 4 << "\">" << mode_name(temperature) << "</text>\n";
+        << kWidth - kRight + 40 << "\" y=\"" << legend_y + 4 << "\">" << mode << "</text>\n";
     ++index;
   }
   svg << "</svg>\n";

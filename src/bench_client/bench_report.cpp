@@ -73,13 +73,13 @@ CellSummary summarize(const Cell& cell) {
 void print_sweep_table(std::ostream& out, const SweepResult& sweep) {
   const std::vector<std::string> headings = {"streams", "mode",        "agg tok/s",  "stream tok/s",
                                              "TTFT p50 ms", "TTFT p95 ms", "max gap ms"};
-  const size_t mode_width = 14;
+  const size_t mode_width = 24;
   out << pad_left(headings[0], 7) << "  " << pad_right(headings[1], mode_width);
   for (size_t i = 2; i < headings.size(); ++i) out << "  " << pad_left(headings[i], 12);
   out << "\n";
   for (const Cell& cell : sweep.cells) {
     CellSummary s = summarize(cell);
-    out << pad_left(std::to_string(cell.streams), 7) << "  " << pad_right(mode_name(cell.temperature), mode_width);
+    out << pad_left(std::to_string(cell.streams), 7) << "  " << pad_right(cell_mode(cell), mode_width);
     for (double value : {s.aggregate_tok_s, s.stream_tok_s})
       out << "  " << pad_left(fixed(value, 1), 12);
     for (double value : {s.ttft_p50_s, s.ttft_p95_s, s.max_gap_s})
@@ -90,6 +90,16 @@ void print_sweep_table(std::ostream& out, const SweepResult& sweep) {
     out << "exactness: " << sweep.exactness->compared << " replies compared, " << sweep.exactness->differ
         << " differ\n";
     for (const std::string& line : sweep.exactness->differing) out << "  differs: " << line << "\n";
+  }
+  if (sweep.drafts_exactness) {
+    for (size_t c = 0; c + 1 < sweep.cells.size(); c += 2) {
+      const double on = summarize(sweep.cells[c]).aggregate_tok_s, off = summarize(sweep.cells[c + 1]).aggregate_tok_s;
+      out << "drafts: " << sweep.cells[c].streams << " streams, " << mode_name(sweep.cells[c].temperature) << ": "
+          << fixed(off > 0 ? on / off : 0.0, 2) << "x the aggregate tok/s without\n";
+    }
+    out << "drafts exactness: " << sweep.drafts_exactness->compared << " replies with drafts compared with the same "
+        << "request's without, " << sweep.drafts_exactness->differ << " differ\n";
+    for (const std::string& line : sweep.drafts_exactness->differing) out << "  differs: " << line << "\n";
   }
 }
 
@@ -114,7 +124,8 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
     }
     cells.push_back({{"streams", cell.streams},
                      {"temperature", cell.temperature},
-                     {"mode", mode_name(cell.temperature)},
+                     {"mode", cell_mode(cell)},
+                     {"draft", cell.draft ? nlohmann::json(*cell.draft) : nlohmann::json()},
                      {"summary", summary_json(summarize(cell))},
                      {"reps", reps}});
   }
@@ -129,6 +140,10 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
     out["exactness"] = {{"compared", sweep.exactness->compared},
                         {"differ", sweep.exactness->differ},
                         {"differing", sweep.exactness->differing}};
+  if (sweep.drafts_exactness)
+    out["drafts_exactness"] = {{"compared", sweep.drafts_exactness->compared},
+                               {"differ", sweep.drafts_exactness->differ},
+                               {"differing", sweep.drafts_exactness->differing}};
   return out;
 }
 

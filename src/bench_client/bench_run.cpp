@@ -9,13 +9,14 @@ namespace lockstep::bench {
 namespace {
 
 Cell make_cell(const Target& target, const std::vector<std::string>& prompts, int streams, double temperature,
-               int tokens) {
-  Cell cell{streams, temperature, {}, {}};
+               int tokens, std::optional<bool> draft) {
+  Cell cell{streams, temperature, {}, {}, draft};
   for (int i = 0; i < streams; ++i) {
     std::optional<uint64_t> seed;
     if (temperature > 0) seed = uint64_t(1234 + i);
     const std::string& prompt = prompts[size_t(i) % prompts.size()];
     cell.requests.push_back(completion_body(target, prompt_json(target, prompt), tokens, temperature, seed));
+    if (draft) cell.requests.back()["draft"] = *draft;
   }
   return cell;
 }
@@ -69,14 +70,41 @@ Expected<Exactness> check_alone(const Target& target, const std::vector<Cell>& c
         if (together == reference) continue;
         ++exactness.differ;
         std::ostringstream line;
-        line << cell.streams << " streams, " << mode_name(cell.temperature) << ", rep " << rep + 1 << ", stream " << i
+        line << cell.streams << " streams, " << cell_mode(cell) << ", rep " << rep + 1 << ", stream " << i
              << ": " << describe_difference(together, reference);
         exactness.differing.push_back(line.str());
       }
   return exactness;
 }
 
+// With `drafts` the cells come in pairs, drafts on then off: every reply with drafts against the
+// same request's reply without them, in the same rep.
+Exactness check_drafts(const std::vector<Cell>& cells) {
+  Exactness exactness;
+  for (size_t c = 0; c + 1 < cells.size(); c += 2) {
+    const Cell &on = cells[c], &off = cells[c + 1];
+    for (size_t rep = 0; rep < on.reps.size(); ++rep)
+      for (size_t i = 0; i < on.requests.size(); ++i) {
+        const std::vector<int32_t>& drafted = on.reps[rep].streams[i].ids;
+        const std::vector<int32_t>& plain = off.reps[rep].streams[i].ids;
+        ++exactness.compared;
+        if (drafted == plain) continue;
+        ++exactness.differ;
+        std::ostringstream line;
+        line << on.streams << " streams, " << mode_name(on.temperature) << ", rep " << rep + 1 << ", stream " << i
+             << ": with drafts " << describe_difference(drafted, plain);
+        exactness.differing.push_back(line.str());
+      }
+  }
+  return exactness;
+}
+
 }  // namespace
+
+std::string cell_mode(const Cell& cell) {
+  if (!cell.draft) return mode_name(cell.temperature);
+  return mode_name(cell.temperature) + (*cell.draft ? ", drafts" : ", no drafts");
+}
 
 std::string mode_name(double temperature) {
   if (temperature <= 0) return "greedy";
@@ -90,7 +118,9 @@ Expected<SweepResult> run_sweep(const Target& target, const std::vector<std::str
   SweepResult result;
   for (int level : settings.levels)
     for (double temperature : settings.temperatures)
-      result.cells.push_back(make_cell(target, prompts, level, temperature, settings.tokens));
+      for (std::optional<bool> draft : settings.drafts ? std::vector<std::optional<bool>>{true, false}
+                                                       : std::vector<std::optional<bool>>{std::nullopt})
+        result.cells.push_back(make_cell(target, prompts, level, temperature, settings.tokens, draft));
   for (Cell& cell : result.cells) cell.reps.resize(size_t(settings.reps));
   result.order = run_order(result.cells.size(), settings);
   for (auto [index, rep] : result.order) {
@@ -98,7 +128,7 @@ Expected<SweepResult> run_sweep(const Target& target, const std::vector<std::str
     Expected<ConcurrentRun> run = run_concurrently(target.server, cell.requests, target.timeout_seconds);
     if (!run.ok()) return run.error();
     if (progress)
-      *progress << "lockstep: bench: " << cell.streams << " streams, " << mode_name(cell.temperature) << ", rep "
+      *progress << "lockstep: bench: " << cell.streams << " streams, " << cell_mode(cell) << ", rep "
                 << rep + 1 << "/" << settings.reps << ": " << run->tokens() << " tokens in " << run->wall_s << " s"
                 << std::endl;
     cell.reps[size_t(rep)] = std::move(*run);
@@ -108,6 +138,7 @@ Expected<SweepResult> run_sweep(const Target& target, const std::vector<std::str
     if (!exactness.ok()) return exactness.error();
     result.exactness = std::move(*exactness);
   }
+  if (settings.drafts) result.drafts_exactness = check_drafts(result.cells);
   return result;
 }
 

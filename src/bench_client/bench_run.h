@@ -21,6 +21,7 @@ struct SweepSettings {
   int reps = 3;
   bool alone = false;      // also run each distinct request alone and compare ids
   bool serial = false;     // each rep runs the cells in a fresh shuffled order
+  bool drafts = false;     // each cell twice, "draft": true then false, and the replies compared
   uint64_t shuffle_seed = 20250601;
 };
 
@@ -31,6 +32,7 @@ struct Cell {
   double temperature = 0;
   std::vector<nlohmann::json> requests;  // [streams] the bodies sent
   std::vector<ConcurrentRun> reps;       // [reps]
+  std::optional<bool> draft;             // with `drafts`: the "draft" field of its requests
 };
 
 struct Exactness {
@@ -43,10 +45,13 @@ struct SweepResult {
   std::vector<Cell> cells;                            // levels x temperatures, in that order
   std::vector<std::pair<size_t, int>> order;          // (cell, rep) in the order they ran
   std::optional<Exactness> exactness;                 // with `alone`
+  std::optional<Exactness> drafts_exactness;          // with `drafts`: on against off, rep by rep
 };
 
 // "greedy" at temperature 0, else "seeded T=<temperature>".
 std::string mode_name(double temperature);
+// The mode of a cell: mode_name, and with `drafts` ", drafts" or ", no drafts".
+std::string cell_mode(const Cell& cell);
 
 // Runs the sweep; one line per run goes to `progress` when it is not null. Any failed
 // request fails the sweep.

@@ -68,7 +68,8 @@ int run_bench(const BenchFlags& flags) {
     if (!sweep.ok()) return fail(sweep.error().message);
     bench::print_sweep_table(std::cout, *sweep);
     report = bench::sweep_json(*target, flags.sweep, *sweep);
-    exact = !sweep->exactness || sweep->exactness->differ == 0;
+    exact = (!sweep->exactness || sweep->exactness->differ == 0) &&
+            (!sweep->drafts_exactness || sweep->drafts_exactness->differ == 0);
     if (!flags.plot_path.empty())
       if (Status written = write_text(flags.plot_path, bench::sweep_plot_svg(*sweep)); !written.ok())
         return fail(written.message());
@@ -80,7 +81,7 @@ int run_bench(const BenchFlags& flags) {
   }
   if (!exact)
     return fail(flags.turns_given ? "replies with the prompt cache differ from the same requests without it"
-                                  : "replies differ from the same requests sent alone");
+                                  : "replies differ from the same requests sent alone (or without drafts)");
   return 0;
 }
 
@@ -112,6 +113,9 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str();
   command->add_flag("--alone", flags->sweep.alone,
                     "also run each distinct request alone; exit 1 if any concurrent reply's ids differ");
+  command->add_flag("--drafts", flags->sweep.drafts,
+                    "run each cell twice, with \"draft\": true and false, side by side: the speed-up of MTP drafts, "
+                    "and exit 1 if any reply with drafts differs from the same request's without");
   command->add_flag("--serial", flags->sweep.serial,
                     "run the reps round by round, the cells in a fresh shuffled order each round (fixed seed)");
   command->add_option("--prompts", flags->prompts_path, "a JSON array of prompt strings")->check(CLI::ExistingFile);
