@@ -7,6 +7,7 @@
 //
 //   gpu_bench --model DIR [--levels 1,2,4,8,24,64] [--prompt 128] [--tokens 64]
 //             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1] [--relaxed 1]
+//             [--windows 1,2,3]   (a model with an MTP head: the cost of verify windows)
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +36,12 @@ struct Flags {
   std::string json;
   bool profile = false;  // time every op in the counting run and print where a round goes
   bool relaxed = false;  // plain bf16 matmuls through cuBLAS: not batch-invariant (the cost-of-exactness table)
+  std::vector<int> windows;  // drafts per verify window to time (none: no window table)
+};
+
+struct WindowResult {
+  int streams = 0, drafts = 0;
+  double round_ms = 0.0, plain_ms = 0.0;
 };
 
 struct LevelResult {
@@ -161,6 +168,93 @@ void print_cache_copies(Model& model) {
                 double(model.page_bytes()) / 1024.0);
 }
 
+// A round of `streams` streams in which each verifies `drafts` drafts (1 + drafts rows at the
+// positions after its prompt, recurrent, each row but the last leaving its state in a row slot,
+// every row sampled), then, with drafts, the head over all those rows and its chained drafts:
+// the work of a drafting round whose drafts are all accepted. 0 drafts: a plain round, no head.
+// Positions do not advance from round to round, so each round reads the same attention length.
+struct WindowRounds {
+  WindowRounds(Model& model, int streams, int max_drafts, int64_t prompt, int64_t chunk)
+      : model(model), runner(model), streams(streams), prompt(prompt) {
+    std::mt19937 rng(uint32_t(77 + streams));
+    const int64_t vocab = model.info().vocab_size, page = model.info().page_size;
+    tables.resize(size_t(streams));
+    for (int i = 0; i < streams; ++i) {
+      for (int64_t p = 0; p < (prompt + 2 * max_drafts + 2 + page - 1) / page + 1; ++p)
+        tables[size_t(i)].pages.push_back(int32_t(next_page++));
+      for (int64_t begin = 0; begin < prompt; begin += chunk) {  // fill the stream's prompt
+        StepPlan fill;
+        for (int64_t p = begin; p < std::min(prompt, begin + chunk); ++p) {
+          fill.batch.tokens.push_back(int32_t(rng() % uint32_t(vocab)));
+          fill.batch.positions.push_back(int32_t(p));
+          fill.batch.row_seq.push_back(0);
+        }
+        fill.batch.seq_pages = {&tables[size_t(i)]};
+        fill.batch.seq_slots = {i};
+        StepResult ignored;
+        if (Status ran = runner.run(fill, ignored); !ran.ok()) fail(ran.message());
+      }
+    }
+  }
+
+  static void fail(const std::string& message) {
+    std::fprintf(stderr, "gpu_bench: windows: %s\n", message.c_str());
+    std::exit(1);
+  }
+
+  void round(int drafts) {
+    plan.clear();
+    draft.clear();
+    ForwardBatch& batch = plan.batch;
+    batch.recurrent = drafts > 0;
+    for (int i = 0; i < streams; ++i) {
+      batch.seq_pages.push_back(&tables[size_t(i)]);
+      batch.seq_slots.push_back(i);
+      draft.batch.seq_pages.push_back(&tables[size_t(i)]);
+      draft.batch.seq_slots.push_back(i);
+      for (int j = 0; j <= drafts; ++j) {
+        const int32_t row = int32_t(batch.tokens.size());
+        batch.tokens.push_back(int32_t((i * 31 + j * 7 + 5) % model.info().vocab_size));
+        batch.positions.push_back(int32_t(prompt + j));
+        batch.row_seq.push_back(i);
+        batch.logit_rows.push_back(row);
+        plan.samples.push_back({SamplingParams{}, prompt + j + 1});
+        plan.top_logprobs.push_back(-1);
+        if (drafts > 0) batch.row_slots.push_back(j < drafts ? streams + i * drafts + j : -1);
+        draft.batch.tokens.push_back(batch.tokens.back());
+        draft.batch.positions.push_back(int32_t(prompt + j));
+        draft.batch.row_seq.push_back(i);
+        draft.hidden_rows.push_back(row);
+      }
+      draft.batch.logit_rows.push_back(int32_t(draft.batch.tokens.size()) - 1);
+      draft.depth.push_back(drafts);
+    }
+    if (Status ran = runner.run(plan, result); !ran.ok()) fail(ran.message());
+    if (drafts > 0)
+      if (Status drafted = runner.draft(draft, proposals); !drafted.ok()) fail(drafted.message());
+  }
+
+  double round_ms(int drafts, int rounds) {
+    round(drafts);  // warm up
+    model.backend().synchronize();
+    bench::Clock::time_point start = bench::Clock::now();
+    for (int r = 0; r < rounds; ++r) round(drafts);
+    model.backend().synchronize();
+    return 1e3 * bench::seconds_since(start) / rounds;
+  }
+
+  Model& model;
+  ModelRunner runner;
+  int streams;
+  int64_t prompt;
+  int64_t next_page = 0;
+  std::vector<PageTable> tables;
+  StepPlan plan;
+  StepResult result;
+  DraftPlan draft;
+  std::vector<std::vector<int32_t>> proposals;
+};
+
 std::vector<int> parse_levels(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
@@ -193,6 +287,8 @@ int main(int argc, char** argv) {
       flags.profile = value == "1";
     else if (flag == "--relaxed")
       flags.relaxed = value == "1";
+    else if (flag == "--windows")
+      flags.windows = parse_levels(value);
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -225,7 +321,12 @@ int main(int argc, char** argv) {
   options.page_size = 16;
   const int64_t per_stream = (stream_length + 32) / 16 + 1;
   options.kv_pages = int32_t(max_level * per_stream + options.max_context / 16 + 8);
+  int max_drafts = 0;
+  for (int drafts : flags.windows) max_drafts = std::max(max_drafts, drafts);
+  options.max_rows = std::max<int64_t>(options.max_rows, int64_t(max_level) * (1 + max_drafts));
   options.state_slots = max_level + 1;
+  options.draft_state_slots = max_level * max_drafts;
+  options.kv_pages += int32_t(max_level * ((2 * max_drafts + 2) / 16 + 2));
   bench::Clock::time_point load_start = bench::Clock::now();
   auto loaded = load_model(flags.model, counter, options, WeightChoice::dummy);
   if (!loaded.ok()) {
@@ -276,6 +377,27 @@ int main(int argc, char** argv) {
                     1e3 * double(level) / counted_rate, double(counted_rounds));
     std::fflush(stdout);
   }
+  std::vector<WindowResult> windows;
+  if (!flags.windows.empty()) {
+    if (!model.info().draft_head) {
+      std::fprintf(stderr, "gpu_bench: --windows: %s has no MTP head\n", flags.model.c_str());
+      return 1;
+    }
+    std::printf("verify windows: every stream verifies d drafts a round (all accepted: the head takes in 1 + d rows "
+                "and chains d drafts), against a plain round\n%8s %7s %10s %9s %22s\n", "streams", "drafts",
+                "ms/round", "x plain", "pays from accepted/round");
+    for (int level : flags.levels) {
+      WindowRounds rounds(model, level, max_drafts, flags.prompt, flags.chunk);
+      const double plain = rounds.round_ms(0, int(flags.tokens));
+      for (int drafts : flags.windows) {
+        WindowResult w{level, drafts, rounds.round_ms(drafts, int(flags.tokens)), plain};
+        windows.push_back(w);
+        std::printf("%8d %7d %10.3f %9.2f %22.2f\n", level, drafts, w.round_ms, w.round_ms / plain,
+                    w.round_ms / plain - 1.0);
+      }
+      std::fflush(stdout);
+    }
+  }
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
     out << "{\"model\": \"" << flags.model << "\", \"relaxed\": " << (flags.relaxed ? "true" : "false")
@@ -287,6 +409,10 @@ int main(int argc, char** argv) {
           << ", \"decode_tok_per_s\": " << results[i].tok_per_s << ", \"bound_tok_per_s\": " << results[i].bound
           << ", \"bytes_per_round\": " << results[i].bytes_per_round
           << ", \"experts_per_moe_layer\": " << results[i].experts_per_layer << "}";
+    out << "], \"windows\": [";
+    for (size_t i = 0; i < windows.size(); ++i)
+      out << (i ? ", " : "") << "{\"streams\": " << windows[i].streams << ", \"drafts\": " << windows[i].drafts
+          << ", \"round_ms\": " << windows[i].round_ms << ", \"plain_round_ms\": " << windows[i].plain_ms << "}";
     out << "]}\n";
   }
   return 0;
