@@ -1,7 +1,13 @@
 """The tiny model's task corpus: chat questions with exact answers, generated from a seed.
 
-Tasks: addition and subtraction of numbers up to 4 digits, multiplication of 2-digit numbers,
-sorting up to 8 numbers, reversing a word, counting a letter in a word; several phrasings each.
+Tasks: addition and subtraction of numbers of 1 to 4 digits, multiplication of numbers of 1 or 2
+digits, sorting 2 to 8 numbers of 1 to 3 digits (separated by spaces, commas or "and"), reversing a
+word or a random string of letters, counting a letter in one. Each task is asked in many
+phrasings, in the forms people type (capitals or not, with or without the question mark, "please").
+
+Training and evaluation never share a phrasing or a word: `examples(..., heldout=True)` draws from
+HELDOUT_* phrasings and HELDOUT_WORDS only, so the held-out accuracy measures questions the model
+has not seen the shape of. `python3 corpus.py` checks that and prints a few of each.
 """
 import random
 
@@ -14,55 +20,140 @@ honest hunter icicle jelly kernel lantern meadow monkey number pepper pillow puz
 summer spider spring stone sugar table thunder tomato travel turtle valley winter wizard
 yogurt zebra banana camera circle cookie copper crystal dolphin feather garlic glacier
 hollow horizon journal kingdom leather marble mountain nectar noodle orbit pirate pocket
-powder ribbon salmon shadow silk socket spiral statue tiger timber toast tower velvet
-voyage whale willow window wonder""".split()
+powder ribbon salmon shadow silk socket spiral statue tiger timber toast tower voyage whale
+willow wonder""".split()
 
-ADD = ["What is {a} + {b}?", "Compute {a} plus {b}.", "Add {a} and {b}.", "What is the sum of {a} and {b}?"]
-SUB = ["What is {a} - {b}?", "Compute {a} minus {b}.", "Subtract {b} from {a}.", "What is {a} take away {b}?"]
-MUL = ["What is {a} * {b}?", "Compute {a} times {b}.", "Multiply {a} by {b}.", "What is the product of {a} and {b}?"]
-SORT = ["Sort these numbers: {xs}", "Put in ascending order: {xs}", "Sort from smallest to largest: {xs}"]
-REVERSE = ["Reverse the word {w}.", "Spell {w} backwards.", "What is {w} written in reverse?"]
+HELDOUT_WORDS = """beacon blanket canyon cactus dentist drizzle eclipse fabric fossil gravel helmet
+igloo jigsaw kayak lobster mitten nugget oyster paddle quiver raccoon sandal thistle trumpet
+unicorn vulture waffle walrus yodel zeppelin""".split()
+
+# Phrasings: {a} and {b} numbers, {xs} a list of numbers, {w} a word, {c} a letter.
+ADD = ["What is {a} + {b}?", "Compute {a} plus {b}.", "Add {a} and {b}.", "What is the sum of {a} and {b}?",
+       "{a} + {b} = ?", "{a}+{b}", "what's {a} plus {b}", "Please add {a} to {b}.", "Calculate {a} + {b}",
+       "How much is {a} plus {b}?", "sum of {a} and {b}", "Can you add {a} and {b}?", "{a} plus {b}?",
+       "Tell me {a} + {b}.", "What do you get when you add {a} and {b}?", "what is {a}+{b}"]
+SUB = ["What is {a} - {b}?", "Compute {a} minus {b}.", "Subtract {b} from {a}.", "What is {a} take away {b}?",
+       "{a} - {b} = ?", "{a}-{b}", "what's {a} minus {b}", "Please subtract {b} from {a}.", "Calculate {a} - {b}",
+       "How much is {a} minus {b}?", "difference of {a} and {b}", "Can you subtract {b} from {a}?", "{a} minus {b}?",
+       "Tell me {a} - {b}.", "What is left when you take {b} from {a}?", "what is {a}-{b}"]
+MUL = ["What is {a} * {b}?", "Compute {a} times {b}.", "Multiply {a} by {b}.", "What is the product of {a} and {b}?",
+       "{a} * {b} = ?", "{a}*{b}", "what's {a} times {b}", "Please multiply {a} and {b}.", "Calculate {a} x {b}",
+       "How much is {a} times {b}?", "product of {a} and {b}", "Can you multiply {a} by {b}?", "{a} x {b}?",
+       "Tell me {a} * {b}.", "What is {a} multiplied by {b}?", "what is {a}x{b}"]
+SORT = ["Sort these numbers: {xs}", "Put in ascending order: {xs}", "Sort from smallest to largest: {xs}",
+        "sort {xs}", "Please sort {xs}.", "Order these from low to high: {xs}", "Can you sort {xs}?",
+        "Arrange in increasing order: {xs}", "sort the numbers {xs}", "Sort: {xs}", "List {xs} in order.",
+        "Put these numbers in order: {xs}"]
+REVERSE = ["Reverse the word {w}.", "Spell {w} backwards.", "What is {w} written in reverse?", "reverse {w}",
+           "Please reverse {w}.", "Write {w} backwards.", "What is {w} backwards?", "Can you reverse {w}?",
+           "reverse the string {w}", "Reverse: {w}", "Spell the word {w} in reverse.", "{w} backwards"]
 COUNT = ["How many times does the letter {c} appear in {w}?", "Count the letter {c} in {w}.",
-         "How many {c}s are in the word {w}?"]
+         "How many {c}s are in the word {w}?", "how many {c} in {w}", "Count {c} in {w}",
+         "Please count the {c}s in {w}.", "How often does {c} occur in {w}?", "Number of {c} in {w}?",
+         "In {w}, how many times is there a {c}?", "count the letter {c} in the word {w}",
+         "How many letters {c} does {w} have?", "Can you count the {c}s in {w}?"]
+
+HELDOUT_ADD = ["What does {a} plus {b} equal?", "Find {a} + {b}.", "I need the total of {a} and {b}.",
+               "add up {a} and {b}", "{a} and {b} added together is?"]
+HELDOUT_SUB = ["What does {a} minus {b} equal?", "Find {a} - {b}.", "Take {b} away from {a}.",
+               "{a} less {b} is?", "what do you get from {a} minus {b}"]
+HELDOUT_MUL = ["What does {a} times {b} equal?", "Find {a} * {b}.", "I need {a} multiplied by {b}.",
+               "{a} times {b} is?", "what do you get from {a} times {b}"]
+HELDOUT_SORT = ["Order these ascending: {xs}", "Could you put {xs} in increasing order?", "smallest to largest: {xs}",
+                "I need {xs} sorted.", "Rank from lowest to highest: {xs}"]
+HELDOUT_REVERSE = ["Flip the letters of {w}.", "{w} spelled backwards is?", "Give me {w} reversed.",
+                   "How is {w} written backwards?", "turn {w} around"]
+HELDOUT_COUNT = ["How many {c} letters are there in {w}?", "Tally the {c}s in {w}.",
+                 "What is the count of {c} in {w}?", "{w}: how many {c}s?", "find how many {c} are in {w}"]
+
+PHRASINGS = {"add": ADD, "sub": SUB, "mul": MUL, "sort": SORT, "reverse": REVERSE, "count": COUNT}
+HELDOUT_PHRASINGS = {"add": HELDOUT_ADD, "sub": HELDOUT_SUB, "mul": HELDOUT_MUL, "sort": HELDOUT_SORT,
+                     "reverse": HELDOUT_REVERSE, "count": HELDOUT_COUNT}
 
 TASKS = ["add", "sub", "mul", "sort", "reverse", "count"]
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def example(task, rng):
-    """One (question, answer) of `task`."""
-    if task == "add":
-        a, b = rng.randint(0, 9999), rng.randint(0, 9999)
-        return rng.choice(ADD).format(a=a, b=b), str(a + b)
-    if task == "sub":
-        a, b = rng.randint(0, 9999), rng.randint(0, 9999)
-        a, b = max(a, b), min(a, b)
-        return rng.choice(SUB).format(a=a, b=b), str(a - b)
+def number(rng, max_digits):
+    """A number of 1 to max_digits digits, the digit count uniform (so 2 + 2 is as common as 4321 + 1234)."""
+    digits = rng.randint(1, max_digits)
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10 ** digits - 1)
+
+
+def number_list(rng, xs):
+    """xs written as people write lists: spaces, commas, or commas with "and" before the last. Returns the
+    text and the separator to answer with (", " after commas or "and", else " ")."""
+    style = rng.choice(["spaces", "commas", "commas", "and"])
+    text = [str(x) for x in xs]
+    if style == "spaces":
+        return " ".join(text), " "
+    if style == "commas":
+        return rng.choice([", ", ","]).join(text), ", "
+    return ", ".join(text[:-1]) + " and " + text[-1], ", "
+
+
+def word(rng, words):
+    """A word from `words`, or (one time in three) a random string of 3 to 9 letters."""
+    if rng.random() < 1 / 3:
+        return "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 9)))
+    return rng.choice(words)
+
+
+def example(task, rng, heldout=False):
+    """One (question, answer) of `task`, in a training phrasing, or with heldout a held-out one."""
+    phrasing = rng.choice((HELDOUT_PHRASINGS if heldout else PHRASINGS)[task])
+    words = HELDOUT_WORDS if heldout else WORDS
+    if task in ("add", "sub"):
+        a, b = number(rng, 4), number(rng, 4)
+        if task == "sub":
+            a, b = max(a, b), min(a, b)
+        return phrasing.format(a=a, b=b), str(a + b if task == "add" else a - b)
     if task == "mul":
-        a, b = rng.randint(10, 99), rng.randint(10, 99)
-        return rng.choice(MUL).format(a=a, b=b), str(a * b)
+        a, b = number(rng, 2), number(rng, 2)
+        return phrasing.format(a=a, b=b), str(a * b)
     if task == "sort":
-        xs = [rng.randint(0, 99) for _ in range(rng.randint(2, 8))]
-        return rng.choice(SORT).format(xs=" ".join(map(str, xs))), " ".join(map(str, sorted(xs)))
+        xs = [number(rng, 3) for _ in range(rng.randint(2, 8))]
+        text, separator = number_list(rng, xs)
+        return phrasing.format(xs=text), separator.join(map(str, sorted(xs)))
+    w = word(rng, words)
     if task == "reverse":
-        w = rng.choice(WORDS)
-        return rng.choice(REVERSE).format(w=w), w[::-1]
-    w = rng.choice(WORDS)
-    c = rng.choice(w) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
-    return rng.choice(COUNT).format(c=c, w=w), str(w.count(c))
+        return phrasing.format(w=w), w[::-1]
+    c = rng.choice(w) if rng.random() < 0.8 else rng.choice(LETTERS)
+    return phrasing.format(c=c, w=w), str(w.count(c))
 
 
 # Training draws tasks by weight: the arithmetic with carries and borrows needs the most data.
-TRAINING_WEIGHTS = {"add": 0.25, "sub": 0.30, "mul": 0.20, "sort": 0.10, "reverse": 0.05, "count": 0.10}
+TRAINING_WEIGHTS = {"add": 0.25, "sub": 0.25, "mul": 0.20, "sort": 0.12, "reverse": 0.08, "count": 0.10}
 
 
 def training_examples(seed, count):
-    """`count` examples with tasks drawn by TRAINING_WEIGHTS, from `seed`."""
+    """`count` training examples with tasks drawn by TRAINING_WEIGHTS, from `seed`."""
     rng = random.Random(seed)
     tasks = rng.choices(list(TRAINING_WEIGHTS), weights=list(TRAINING_WEIGHTS.values()), k=count)
     return [(task,) + example(task, rng) for task in tasks]
 
 
-def examples(seed, count):
-    """`count` examples, tasks in turn, from `seed`: a list of (task, question, answer)."""
+def examples(seed, count, heldout=False):
+    """`count` examples, tasks in turn, from `seed`: a list of (task, question, answer); with heldout, in
+    held-out phrasings and words only."""
     rng = random.Random(seed)
-    return [(TASKS[i % len(TASKS)],) + example(TASKS[i % len(TASKS)], rng) for i in range(count)]
+    return [(TASKS[i % len(TASKS)],) + example(TASKS[i % len(TASKS)], rng, heldout) for i in range(count)]
+
+
+def check_disjoint():
+    """Raises if a held-out phrasing or word is also a training one."""
+    for task in TASKS:
+        shared = set(PHRASINGS[task]) & set(HELDOUT_PHRASINGS[task])
+        if shared:
+            raise ValueError(f"{task}: phrasings both in training and held out: {sorted(shared)}")
+    shared = set(WORDS) & set(HELDOUT_WORDS)
+    if shared:
+        raise ValueError(f"words both in training and held out: {sorted(shared)}")
+
+
+if __name__ == "__main__":
+    check_disjoint()
+    for heldout in (False, True):
+        print("held out:" if heldout else "training:")
+        for task, question, answer in examples(7, 18, heldout):
+            print(f"  {task:8s} {question!r} -> {answer!r}")
