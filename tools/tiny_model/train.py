@@ -2,6 +2,12 @@
 that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
+                     [--length L] [--mtp-steps N] [--mtp-depth D]
+
+Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
+to draft the next --mtp-depth tokens, chained; its tensors join model.safetensors under the published
+`mtp.layers.*` names and config.json gets num_nextn_predict_layers 1. The held-out questions are in
+phrasings and words training never uses (corpus.py).
 
 Runs on one GPU (PyTorch and transformers' nemotron_h). Deterministic for a seed on the same GPU and
 software: PyTorch runs in strict deterministic mode, attention uses the math SDPA backend, and the
@@ -9,8 +15,9 @@ sha256 of the written model.safetensors (in training.json) shows it; `gpu-train 
 trains twice and compares. `--fast-paths` (e.g. mamba_dtmin,moe) trains through fast_paths.py instead of
 transformers' reference Mamba2 scan and MoE experts: the same computation as matrix products, which
 `check_fast_paths.py` compares with transformers' code on the GPU (and, with --plan, picks and sizes a
-run from). The default, none, is transformers' code alone. The held-out evaluation always runs
-transformers' own code (generate).
+run from). The default is mamba_dtmin,moe, which sequences past one Mamba chunk (--length over 64)
+need; none is transformers' code alone. The held-out evaluation always runs transformers' own code
+(generate), on prompts within one chunk.
 """
 import argparse
 import contextlib
@@ -30,6 +37,7 @@ from transformers import GenerationConfig, NemotronHConfig, NemotronHForCausalLM
 
 import corpus
 from fast_paths import fast_training_paths
+from mtp_head import MtpHead
 
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
                  "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
@@ -173,15 +181,113 @@ def train_step(model, optimizer, schedule, ids, mask, fast=False):
     return loss
 
 
+def mtp_losses(head, model, ids, mask, depth):
+    """The head's loss at each chained step on ids [batch, length] (main model frozen): step s predicts
+    token i + s + 1 from row i, counted where the main loss counts position i + s (mask)."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.no_grad():
+            hidden = model.backbone(input_ids=ids, use_cache=False).last_hidden_state
+        logits = head(model.backbone.embeddings, model.lm_head, ids, hidden, depth)
+    # Step s's last row predicts the token after the sequence: dropped.
+    logits = [step_logits[:, :-1].float() for step_logits in logits]
+    losses = []
+    for s, step_logits in enumerate(logits, start=1):
+        target = ids[:, s + 1:]
+        weight = mask[:, s:-1]
+        loss = torch.nn.functional.cross_entropy(step_logits.reshape(-1, step_logits.size(-1)),
+                                                 target.reshape(-1), reduction="none")
+        losses.append((loss * weight.reshape(-1)).sum() / weight.sum().clamp(min=1))
+    return losses, logits
+
+
+def check_hidden_states(model, ids):
+    """The head reads backbone(...).last_hidden_state as the main model's hidden state after norm_f: check
+    that the LM head of it gives the model's logits (else lockstep's head would read something else)."""
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits.float()
+        again = model.lm_head(model.backbone(input_ids=ids, use_cache=False).last_hidden_state).float()
+    diff = (logits - again).abs().max().item()
+    if diff > 1e-3:
+        raise RuntimeError(f"lm_head(backbone(ids).last_hidden_state) differs from the logits by {diff}")
+
+
+def train_mtp(model, tokenizer, args, device):
+    """Trains an MTP head on the frozen model; returns it and its held-out accuracy at each step (teacher
+    forced: the fraction of answer tokens whose draft at that step is the right token)."""
+    torch.manual_seed(args.seed + 7)
+    head = MtpHead(model.config).to(device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.05)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 200) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.mtp_steps))))
+    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed + 500, args.batch, args.length, args.mtp_steps),
+                                       batch_size=None, num_workers=8, prefetch_factor=8, pin_memory=True)
+    started = time.time()
+    paths = () if args.fast_paths == "none" else tuple(args.fast_paths.split(","))
+    with fast_training_paths(model, paths):
+        for step, (ids, mask) in enumerate(data):
+            ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+            if step == 0:
+                check_hidden_states(model, ids[:8])
+            losses, _ = mtp_losses(head, model, ids, mask, args.mtp_depth)
+            loss = sum(losses)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            if step % 250 == 0 or step == args.mtp_steps - 1:
+                print(f"mtp step {step} losses " + " ".join(f"{l.item():.4f}" for l in losses)
+                      + f" {time.time() - started:.0f}s", flush=True)
+        head.eval()
+        right, counted = [0.0] * args.mtp_depth, [0.0] * args.mtp_depth
+        heldout = StepBatches(tokenizer, args.seed + 2000, args.batch, args.length, 4)
+        for step in range(4):
+            ids, mask = (t.to(device) for t in heldout[step])
+            with torch.no_grad():
+                _, logits = mtp_losses(head, model, ids, mask, args.mtp_depth)
+            for s, step_logits in enumerate(logits, start=1):
+                weight = mask[:, s:-1]
+                right[s - 1] += ((step_logits.argmax(-1) == ids[:, s + 1:]).float() * weight).sum().item()
+                counted[s - 1] += weight.sum().item()
+    accuracy = [r / max(c, 1) for r, c in zip(right, counted)]
+    print("mtp held-out draft accuracy by step:", " ".join(f"{a:.3f}" for a in accuracy), flush=True)
+    return head, accuracy
+
+
+def add_mtp_head(out_dir, head):
+    """Adds the head's tensors (bf16) to out_dir's model.safetensors and num_nextn_predict_layers to its
+    config.json, as published checkpoints carry them."""
+    from safetensors.torch import load_file, save_file
+    path = os.path.join(out_dir, "model.safetensors")
+    tensors = load_file(path)
+    for name, tensor in head.checkpoint_tensors().items():
+        tensors[name] = tensor.to(torch.bfloat16).contiguous().cpu()
+    save_file(tensors, path, metadata={"format": "pt"})
+    config_path = os.path.join(out_dir, "config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    config["num_nextn_predict_layers"] = 1
+    config["mtp_layers_block_type"] = ["full_attention", "moe"]
+    with open(config_path, "w") as f:
+        json.dump(config, f, indent=2)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=6000)
+    parser.add_argument("--steps", type=int, default=5600)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--eval", type=int, default=300)
-    parser.add_argument("--fast-paths", default="none",
+    parser.add_argument("--fast-paths", default="mamba_dtmin,moe",
                         help="fast_paths.PATHS to train with, comma-separated, or none")
+    parser.add_argument("--length", type=int, default=80,
+                        help="tokens per training sequence; past one Mamba chunk (64) needs --fast-paths mamba_dtmin")
+    parser.add_argument("--mtp-steps", type=int, default=2000,
+                        help="steps training the MTP head on the trained, frozen model (0: no head)")
+    parser.add_argument("--mtp-depth", type=int, default=3, help="chained head steps trained (drafts it learns to make)")
     args = parser.parse_args()
     use_deterministic_kernels()
     with triangular_cumsum():
@@ -189,6 +295,7 @@ def main():
 
 
 def train(args):
+    corpus.check_disjoint()
     torch.manual_seed(args.seed)
     device = "cuda"
     started = time.time()
@@ -205,7 +312,10 @@ def train(args):
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps))))
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the loader's workers fork after the tokenizer used its threads
-    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, 64, args.steps), batch_size=None,
+    if args.length > 64 and "mamba_dtmin" not in args.fast_paths:
+        raise SystemExit("--length over 64 (one Mamba chunk) needs --fast-paths mamba_dtmin: transformers' "
+                         "reference scan is wrong past one chunk (fast_paths.py)")
+    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, args.length, args.steps), batch_size=None,
                                        num_workers=8, prefetch_factor=8, pin_memory=True)
     model.train()
     first_step_done = None
@@ -223,7 +333,8 @@ def train(args):
     training_seconds = time.time() - started
 
     model.eval()
-    heldout = corpus.examples(args.seed + 1000, args.eval)
+    head, mtp_accuracy = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [])
+    heldout = corpus.examples(args.seed + 1000, args.eval, heldout=True)
     right = {}
     for task, question, expected in heldout:
         got = answer(model, tokenizer, question, device)
@@ -238,17 +349,22 @@ def train(args):
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     model_sha256 = file_sha256(os.path.join(args.out, "model.safetensors"))
     print(f"model.safetensors sha256 {model_sha256}, float32 weights sha256 {fp32_sha256}", flush=True)
+    if head is not None:
+        add_mtp_head(args.out, head)
+        model_sha256 = file_sha256(os.path.join(args.out, "model.safetensors"))
+        print(f"with the MTP head: model.safetensors sha256 {model_sha256}", flush=True)
     GenerationConfig(eos_token_id=im_end, pad_token_id=0, bos_token_id=im_end).save_pretrained(args.out)
     tokenizer.save(os.path.join(args.out, "tokenizer.json"))
     with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "chat_template": CHAT_TEMPLATE, "bos_token": None,
                    "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "model_max_length": 4096}, f, indent=2)
     with open(os.path.join(args.out, "heldout.jsonl"), "w") as f:
-        for task, question, expected in corpus.examples(args.seed + 1000, 200):
+        for task, question, expected in corpus.examples(args.seed + 1000, 200, heldout=True):
             f.write(json.dumps({"task": task, "question": question, "answer": expected}) + "\n")
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
-                   "fast_paths": args.fast_paths,
+                   "fast_paths": args.fast_paths, "length": args.length,
+                   "mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_heldout_accuracy": mtp_accuracy,
                    "training_seconds": round(training_seconds),
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
                    "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval,
