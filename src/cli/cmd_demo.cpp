@@ -1,7 +1,8 @@
 // lockstep demo: a short client for a running server of the embedded model. It sends a few
 // questions at once, shows the answers as they stream in, then asks each question again alone
-// and checks that every concurrent reply has exactly the same token ids.
+// (without MTP drafts) and checks that every concurrent reply has exactly the same token ids.
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <mutex>
@@ -37,12 +38,29 @@ struct Answer {
   std::vector<int32_t> ids;
 };
 
+// The concurrent questions stream and draft (when the server drafts); the alone ones do neither,
+// so equal ids show both that batching and that drafts changed nothing.
 std::string chat_body(const std::string& question, bool stream) {
   return nlohmann::json{{"messages", {{{"role", "user"}, {"content", question}}}},
                         {"max_tokens", 32},
                         {"stream", stream},
+                        {"draft", stream},
                         {"return_token_ids", true}}
       .dump();
+}
+
+// "drafts: A of D accepted" from the server's /metrics, or empty when it has not drafted.
+std::string drafts_line(const HttpEndpoint& server) {
+  auto metrics = http_request(server, "GET", "/metrics", "", 5);
+  if (!metrics.ok() || metrics->status != 200) return "";
+  auto counter = [&](const std::string& name) -> long {
+    const size_t at = metrics->body.find("\n" + name + " ");
+    return at == std::string::npos ? 0 : std::atol(metrics->body.c_str() + at + name.size() + 2);
+  };
+  const long drafted = counter("lockstep_drafted_tokens_total");
+  if (drafted == 0) return "";
+  return "; drafts: " + std::to_string(counter("lockstep_accepted_draft_tokens_total")) + " of " +
+         std::to_string(drafted) + " accepted";
 }
 
 // Streams one answer, printing each piece as "[n] piece" as it arrives.
@@ -108,7 +126,8 @@ int run_demo(const DemoFlags& flags) {
     std::cout << "  [" << i + 1 << "] " << kQuestions[i].text << "  ->  " << together[i].text
               << (correct ? "  (right)" : "  (expected " + std::string(kQuestions[i].answer) + ")") << "\n";
   }
-  std::cout << "\nAsking each question again, alone:\n";
+  const std::string drafts = drafts_line(*server);
+  std::cout << "\nAsking each question again, alone" << (drafts.empty() ? "" : " and without drafts") << ":\n";
   for (size_t i = 0; i < count; ++i) {
     auto alone = alone_answer(*server, kQuestions[i].text);
     if (!alone.ok()) return fail(alone.error().message);
@@ -118,7 +137,7 @@ int run_demo(const DemoFlags& flags) {
               << together[i].ids.size() << " tokens)\n";
   }
   std::cout << "\n" << right << " of " << count << " answers right; exactness: " << equal << " of " << count
-            << " concurrent replies equal to their alone runs, " << count - equal << " differ.\n";
+            << " concurrent replies equal to their alone runs, " << count - equal << " differ" << drafts << ".\n";
   return equal == int(count) ? 0 : 1;
 }
 
