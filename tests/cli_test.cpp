@@ -191,6 +191,11 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"threads_with_cuda", {"--tokens", "1", "--backend", "cuda"}, "--threads sets the CPU backend's threads"},
       {"negative_prompt_cache", {"--prompt-cache-gib", "-1"}, "--prompt-cache-gib", "serve"},
       {"prompt_cache_past_memory", {"--prompt-cache-gib", "1000000"}, "is more than this machine's memory", "serve"},
+      {"serve_negative_temperature", {"--temperature", "-1"}, "--temperature: temperature must be in [0, 100]", "serve"},
+      {"draft_tokens_without_a_head", {"--tokens", "1", "--draft-tokens", "2"}, "the model has no MTP head"},
+      {"draft_tokens_and_no_drafts", {"--tokens", "1", "--draft-tokens", "2", "--no-drafts"},
+       "give --no-drafts or --draft-tokens, not both"},
+      {"draft_tokens_past_eight", {"--tokens", "1", "--draft-tokens", "9"}, "--draft-tokens: Value 9 not in range"},
   };
   return cases;
 }
@@ -210,6 +215,17 @@ TEST_P(CliFlagErrorTest, FailsWithOneErrorLine) {
 
 INSTANTIATE_TEST_SUITE_P(Cli, CliFlagErrorTest, ::testing::ValuesIn(flag_error_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// `lockstep` alone lists the commands; --version prints the version; both exit 0.
+TEST(CliTest, AloneListsTheCommandsAndVersionPrintsIt) {
+  CommandResult alone = run_lockstep({});
+  EXPECT_EQ(alone.exit_code, 0);
+  for (const char* command : {"serve", "generate", "bench", "demo"})
+    EXPECT_NE(alone.out.find(command), std::string::npos) << alone.out;
+  CommandResult version = run_lockstep({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("lockstep ", 0), 0u) << version.out;
+}
 
 // --backend cuda where it cannot run (no GPU, or a build without CUDA) is one clear error; on a
 // machine with a GPU it generates (the fixture tests compare its numbers).

@@ -158,6 +158,30 @@ TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(post("/v1/chat/completions", parts)["choices"][0]["message"], reply["choices"][0]["message"]);
 }
 
+// The text routes, as llama.cpp's server names them: what the chat and completion routes do with
+// text, one step at a time.
+TEST_F(TextServer, TokenizeDetokenizeAndApplyTemplateAreTheServersOwnSteps) {
+  json tokens = post("/tokenize", {{"content", "hello there"}})["tokens"];
+  auto ids = text().encode("hello there", false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(tokens.get<std::vector<int32_t>>(), *ids);
+  json pieces = post("/tokenize", {{"content", "hello"}, {"with_pieces", true}})["tokens"];
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_TRUE(pieces[0].contains("piece"));
+  EXPECT_EQ(post("/detokenize", {{"tokens", tokens}})["content"], "hello there");
+  json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  std::string prompt = post("/apply-template", {{"messages", messages}})["prompt"];
+  auto rendered = text().render(messages, json::object());
+  ASSERT_TRUE(rendered.ok());
+  EXPECT_EQ(prompt, *rendered);
+  for (auto [path, body] : {std::pair{"/tokenize", json{{"content", 5}}}, {"/tokenize", json{{"text", "x"}}},
+                            {"/detokenize", json{{"tokens", {1, 100000}}}}, {"/apply-template", json{{"messages", 1}}}}) {
+    HttpReply reply = http_request(server->port(), "POST", path, body.dump());
+    EXPECT_EQ(reply.status, 400) << path << " " << body.dump();
+  }
+  EXPECT_EQ(http_request(server->port(), "GET", "/tokenize").status, 405);
+}
+
 // A body nested 30,000 levels deep (in a message's extra field, in chat_template_kwargs, or in a
 // completion's unknown field) gets a 400 before anything walks it recursively, and the server
 // keeps serving. (The chat path used to crash on the messages' conversion for the template.)

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
@@ -23,6 +24,8 @@ struct TestServerOptions {
   WeightChoice weights = WeightChoice::checkpoint;
   bool prompt_cache = false;
   int32_t draft_tokens = 0;  // with a model that has an MTP head: drafts in rounds up to `parallel` wide
+  std::vector<std::string> aliases = {};  // more model ids (--served-model-name)
+  std::string api_key = "";              // --api-key
 };
 
 class TestServer {

@@ -100,10 +100,14 @@ int run_demo(const DemoFlags& flags) {
   if (!server.ok()) return fail(server.error().message);
   // Wait for the server to come up.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(flags.wait_seconds);
-  for (;;) {
+  for (bool said = false;; said = true) {
     auto health = http_request(*server, "GET", "/health", "", 5);
     if (health.ok() && health->status == 200) break;
-    if (std::chrono::steady_clock::now() > deadline) return fail("no server answered at " + flags.url);
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail("no server answered at " + flags.url + " within " + std::to_string(flags.wait_seconds) + " s");
+    if (!said)
+      std::cerr << "lockstep: demo: waiting up to " << flags.wait_seconds << " s for the server at " << flags.url
+                << " (GET /health)\n";
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const size_t count = std::size(kQuestions);

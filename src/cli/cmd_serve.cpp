@@ -32,6 +32,8 @@ struct ServeFlags {
   float temperature = 0.0f;
   bool no_thinking = false;
   DraftFlags drafts;
+  std::vector<std::string> served_names;
+  std::string api_key;
   double prompt_cache_gib = 8;
   bool prompt_cache_gib_given = false;
   HttpSettings http;
@@ -73,6 +75,19 @@ int run_serve(const ServeFlags& flags) {
                 format_bytes(physical_gib * double(1 << 30)) + ")");
   if (physical_gib > 0 && !flags.prompt_cache_gib_given) cache_gib = std::min(cache_gib, physical_gib / 4);
 
+  // Flags a request would trip on are refused now, not at the first request.
+  if (auto problem = sampling_problem(SamplingParams{flags.temperature, 0, 1.0f, 0.0f, 0}))
+    return fail("--temperature: " + problem->message);
+  // The port is taken before the model loads (which may take minutes): a port in use fails at once.
+  OpenAiServer* api_ready = nullptr;  // set once the model is loaded, before serve() reads a request
+  HttpSettings http = flags.http;
+  http.host = flags.host;
+  http.port = flags.port;
+  HttpServer server(http, [&api_ready](const HttpRequest& request, HttpResponder& responder) {
+    api_ready->handle(request, responder);
+  });
+  if (Status listening = server.listen(); !listening.ok()) return fail(listening.message());
+
   // Models with state: as many state slots again hold the prompt cache's snapshots on the device.
   ModelOptions options;
   options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
@@ -94,7 +109,10 @@ int run_serve(const ServeFlags& flags) {
   if (!text.ok()) return fail(text.error().message);
 
   ServeSettings settings;
-  settings.model_name = folder_name(model_flags.model_dir);
+  settings.model_name = flags.served_names.empty() ? folder_name(model_flags.model_dir) : flags.served_names[0];
+  if (flags.served_names.size() > 1) settings.aliases.assign(flags.served_names.begin() + 1, flags.served_names.end());
+  settings.api_key = flags.api_key;
+  if (const char* key = std::getenv("LOCKSTEP_API_KEY"); settings.api_key.empty() && key) settings.api_key = key;
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
@@ -105,12 +123,7 @@ int run_serve(const ServeFlags& flags) {
   settings.thinking = !flags.no_thinking;
   ModelRunner runner(*loaded->model);
   OpenAiServer api(runner, *text, settings);
-
-  HttpSettings http = flags.http;
-  http.host = flags.host;
-  http.port = flags.port;
-  HttpServer server(http, [&api](const HttpRequest& request, HttpResponder& responder) { api.handle(request, responder); });
-  if (Status listening = server.listen(); !listening.ok()) return fail(listening.message());
+  api_ready = &api;
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
             << flags.host << ":" << server.port() << " with " << flags.parallel << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
@@ -172,6 +185,15 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1048576.0))
       ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
   add_draft_flags(*command, flags->drafts);
+  command->add_option("--served-model-name", flags->served_names,
+                      "the model's id in the API (default: the model folder's name); more names are aliases a "
+                      "request may also give")
+      ->each([](const std::string& name) {
+        if (name.empty()) throw CLI::ValidationError("--served-model-name", "a name must not be empty");
+      });
+  command->add_option("--api-key", flags->api_key,
+                      "requests need 'Authorization: Bearer KEY' (all routes but /health); also read from "
+                      "LOCKSTEP_API_KEY");
   return {command, [flags] { return run_serve(*flags); }};
 }
 

@@ -92,7 +92,9 @@ LaneHost::Submitted LaneHost::submit(GenerateRequest request, StreamEvents event
   stream->control = std::make_shared<StreamControl>();
   std::lock_guard lock(mutex_);
   if (stopping_) return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the server is shutting down", ""}};
-  if (stats_.queued >= settings_.max_queue)
+  // The queue is of streams that must wait: those the free stream places will admit do not count.
+  const int64_t places = std::max<int64_t>(0, settings_.max_streams - stats_.active);
+  if (stats_.queued >= settings_.max_queue + places)
     return {std::nullopt, SubmitError{SubmitError::Kind::busy, "the queue is full; retry later", ""}};
   stream->id = next_id_++;
   StreamHandle handle(stream->id, stream->control, this);

@@ -185,12 +185,32 @@ TEST_F(LaneHostTest, RefusesInvalidAndOversizedRequestsAndAFullQueue) {
   bad.prompt[1] = int32_t(kVocab);
   EXPECT_EQ(host.submit(bad, {}).error->kind, SubmitError::Kind::invalid);
   EXPECT_EQ(host.submit(request_of(600, 1), {}).error->kind, SubmitError::Kind::invalid);  // over the context
-  Outcome a, b;
+  // One stream runs, two may wait: the fourth is one too many.
+  Outcome a, b, c;
   submit(host, request_of(3, 3), a);
   submit(host, request_of(3, 3), b);
-  auto third = host.submit(request_of(3, 3), {});
-  ASSERT_TRUE(third.error.has_value());
-  EXPECT_EQ(third.error->kind, SubmitError::Kind::busy);
+  submit(host, request_of(3, 3), c);
+  auto fourth = host.submit(request_of(3, 3), {});
+  ASSERT_TRUE(fourth.error.has_value());
+  EXPECT_EQ(fourth.error->kind, SubmitError::Kind::busy);
+}
+
+// --max-queue is the streams that must wait: those the free places will admit never count, so an
+// idle host takes as many at once as it runs, however short its queue.
+TEST_F(LaneHostTest, TheQueueLimitCountsOnlyStreamsThatMustWait) {
+  LaneHost wide(runner, {16, 8, 2});
+  std::vector<Outcome> outcomes(10);
+  for (Outcome& outcome : outcomes) submit(wide, request_of(3, 2), outcome);
+  EXPECT_EQ(wide.submit(request_of(3, 2), {}).error->kind, SubmitError::Kind::busy);
+  run_until_idle(wide);
+  for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.ids, expected_ids(request_of(3, 2)));
+  RecordingRunner other{kVocab, 64, 512, 16, 128, 8};
+  LaneHost single(other, {16, 1, 0});
+  Outcome only;
+  submit(single, request_of(3, 2), only);
+  EXPECT_EQ(single.submit(request_of(3, 2), {}).error->kind, SubmitError::Kind::busy);
+  run_until_idle(single);
+  EXPECT_EQ(only.ids, expected_ids(request_of(3, 2)));
 }
 
 TEST_F(LaneHostTest, ThreadedHostDeliversEverythingAndStopCancelsTheRest) {

@@ -51,7 +51,7 @@ Status validate(const SamplingParams& params) {
 uint64_t fresh_seed() {
   std::random_device device;
   const uint64_t high = device();
-  return high << 32 | uint32_t(device());
+  return (high << 32 | uint32_t(device())) & ((uint64_t(1) << 53) - 1);
 }
 
 int32_t argmax_row(const float* logits, int vocab) {

@@ -41,7 +41,8 @@ struct SamplingProblem {
 [[nodiscard]] Status validate(const SamplingParams& params);
 
 // A seed for a request that gave none, from std::random_device (not reproducible). The caller
-// reports it back so that the reply can be reproduced.
+// reports it back so that the reply can be reproduced; it is below 2^53, so a JavaScript client
+// (whose numbers are doubles) can send it back unchanged.
 [[nodiscard]] uint64_t fresh_seed();
 
 // The id of the largest logit; ties go to the lowest id; NaN is ignored. Returns 0 when every

@@ -63,7 +63,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   const StreamHandle handle = *submitted.handle;
 
   ReplyHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), int64_t(std::time(nullptr)),
-                     settings_.model_name, chat};
+                     settings_.model_name, chat, req.generate.sampling.seed};
   ReplyText text(text_, req.stop);
   std::string reply = req.echo ? req.prompt_text : std::string();
   std::vector<int32_t> ids, chunk_ids;

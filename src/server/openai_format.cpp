@@ -73,7 +73,8 @@ nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta,
           {"object", header.chat ? "chat.completion.chunk" : "text_completion"},
           {"created", header.created},
           {"model", header.model},
-          {"choices", nlohmann::json::array({choice})}};
+          {"choices", nlohmann::json::array({choice})},
+          {"seed", header.seed}};
 }
 
 nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,

@@ -18,6 +18,7 @@ struct ReplyHeader {
   int64_t created = 0;  // unix seconds
   std::string model;
   bool chat = false;
+  uint64_t seed = 0;    // the sampling seed, on every chunk of a stream (as on a whole reply)
 };
 
 // A token's text for logprobs: its decoded piece, or its id when there is no tokenizer.

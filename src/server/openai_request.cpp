@@ -1,7 +1,10 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
+
+#include "server/request_fields.h"
 
 namespace lockstep {
 
@@ -26,6 +29,16 @@ std::optional<T> field(const nlohmann::json& body, const char* key, std::optiona
     return std::nullopt;
   }
   return it->get<T>();
+}
+
+// The seed: any integer from 0 to 2^64 - 1 (the seeds replies report are below 2^53).
+std::optional<uint64_t> seed_field(const nlohmann::json& body, std::optional<RequestError>& error) {
+  auto it = body.find("seed");
+  if (it == body.end() || it->is_null() || error) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  error = it->is_number_integer() ? bad("'seed' must not be negative", "seed")
+                                  : bad("'seed' must be an integer from 0 to 2^64 - 1", "seed");
+  return std::nullopt;
 }
 
 // Chat content: a string, or an array of {"type": "text", "text": ...} parts.
@@ -130,11 +143,13 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   // Before anything walks it recursively (copies, the chat template's values).
   if (json_depth(body) > kMaxJsonDepth)
     return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+  if (auto problem = unsupported_field(body, chat)) return bad(problem->message, problem->field);
   CompletionRequest out;
   out.chat = chat;
   std::optional<RequestError> error;
   auto model = field<std::string>(body, "model", error);
-  if (model && *model != context.model_name)
+  if (model && *model != context.model_name &&
+      std::find(context.aliases.begin(), context.aliases.end(), *model) == context.aliases.end())
     return RequestError{404, "the model '" + *model + "' does not exist; this server serves '" + context.model_name + "'",
                         "invalid_request_error", "model", "model_not_found"};
   if (auto prompt_error = read_prompt(body, chat, context, cancelled, out)) return *prompt_error;
@@ -145,7 +160,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   auto top_p = field<double>(body, "top_p", error);
   auto top_k = field<int64_t>(body, "top_k", error);
   auto min_p = field<double>(body, "min_p", error);
-  auto seed = field<int64_t>(body, "seed", error);
+  auto seed = seed_field(body, error);
   auto n = field<int64_t>(body, "n", error);
   out.stream = field<bool>(body, "stream", error).value_or(false);
   out.return_token_ids = field<bool>(body, "return_token_ids", error).value_or(false);
@@ -196,9 +211,8 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
     sampling.top_k = *top_k == -1 ? 0 : int(*top_k);
   }
   if (min_p) sampling.min_p = float(*min_p);
-  if (seed && *seed < 0) return bad("'seed' must not be negative", "seed");
   out.seed_given = seed.has_value();
-  sampling.seed = seed ? uint64_t(*seed) : fresh_seed();
+  sampling.seed = seed ? *seed : fresh_seed();
   // The check every entry point runs (lanes/request.h), then the API's own rule: OpenAI refuses
   // a max_tokens past the context where the lanes would end the stream there.
   if (auto problem = check_request(*context.info, out.generate)) {

@@ -1,7 +1,10 @@
 #include "server/openai_server.h"
 
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "base/version.h"
 
 namespace lockstep {
 
@@ -10,6 +13,7 @@ OpenAiServer::OpenAiServer(StepRunner& runner, const ModelText& text, ServeSetti
   context_.info = &runner.info();
   context_.text = &text;
   context_.model_name = settings_.model_name;
+  context_.aliases = settings_.aliases;
   context_.default_temperature = settings_.default_temperature;
   context_.thinking = settings_.thinking;
   lanes_.start();
@@ -29,6 +33,26 @@ void OpenAiServer::send_error(HttpResponder& responder, const RequestError& erro
   metrics_.request_done(outcome);
 }
 
+bool OpenAiServer::authorized(const HttpRequest& request) const {
+  if (settings_.api_key.empty()) return true;
+  auto header = request.headers.find("authorization");
+  if (header == request.headers.end()) return false;
+  const std::string expected = "Bearer " + settings_.api_key;
+  // Compared in full whatever the first difference, so the time says nothing about the key.
+  const std::string& given = header->second;
+  unsigned char differ = given.size() != expected.size();
+  for (size_t i = 0; i < expected.size(); ++i) differ |= (i < given.size() ? given[i] : 0) ^ expected[i];
+  return differ == 0;
+}
+
+nlohmann::json OpenAiServer::model_object(const std::string& id) const {
+  return {{"id", id},
+          {"object", "model"},
+          {"created", int64_t(std::time(nullptr))},
+          {"owned_by", "lockstep"},
+          {"max_model_len", lanes_.info().max_context}};
+}
+
 void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) {
   const std::string& path = request.path;
   // HEAD is GET without the body (the responder leaves it out).
@@ -41,20 +65,39 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
     if (!get) return wrong_method("GET, HEAD");
     return responder.send(200, "application/json", R"({"status":"ok"})");
   }
+  if (!authorized(request))
+    return send_error(responder, {401, "this server needs an API key: send 'Authorization: Bearer <key>'",
+                                  "authentication_error", "", "invalid_api_key"},
+                      "invalid", {{"WWW-Authenticate", "Bearer"}});
+  if (path == "/version") {
+    if (!get) return wrong_method("GET, HEAD");
+    return responder.send(200, "application/json", nlohmann::json{{"version", kVersion}}.dump());
+  }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET, HEAD");
     return responder.send(200, "text/plain; version=0.0.4", metrics_.render(lanes_.stats(), lanes_.info().kv_page_bytes));
   }
   if (path == "/v1/models") {
     if (!get) return wrong_method("GET, HEAD");
-    nlohmann::json body = {{"object", "list"},
-                           {"data",
-                            {{{"id", settings_.model_name},
-                              {"object", "model"},
-                              {"created", int64_t(std::time(nullptr))},
-                              {"owned_by", "lockstep"},
-                              {"max_model_len", lanes_.info().max_context}}}}};
-    return responder.send(200, "application/json", body.dump());
+    nlohmann::json data = nlohmann::json::array({model_object(settings_.model_name)});
+    for (const std::string& alias : settings_.aliases) data.push_back(model_object(alias));
+    return responder.send(200, "application/json", nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  }
+  if (path.rfind("/v1/models/", 0) == 0) {
+    if (!get) return wrong_method("GET, HEAD");
+    const std::string id = path.substr(11);
+    const bool served = id == settings_.model_name ||
+                        std::find(settings_.aliases.begin(), settings_.aliases.end(), id) != settings_.aliases.end();
+    if (!served)
+      return send_error(responder, {404, "the model '" + id + "' does not exist; this server serves '" +
+                                             settings_.model_name + "'",
+                                    "invalid_request_error", "model", "model_not_found"},
+                        "invalid");
+    return responder.send(200, "application/json", model_object(id).dump());
+  }
+  if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
+    if (!post) return wrong_method("POST");
+    return text_route(request, responder);
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (!post) return wrong_method("POST");

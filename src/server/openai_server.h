@@ -1,15 +1,19 @@
 // The OpenAI-compatible API over the lane host: POST /v1/completions and
-// /v1/chat/completions (with server-sent events when stream is true), GET /v1/models,
-// /health and /metrics. Each request is one stream; a client that goes away cancels it.
+// /v1/chat/completions (with server-sent events when stream is true), GET /v1/models (and
+// /v1/models/{id}), /health, /metrics, /version, and POST /tokenize, /detokenize and
+// /apply-template; with an API key, every route but /health needs it. Each request is one stream; a client that goes away cancels it.
 //
 // Code: openai_server.cpp (routes, the small endpoints), openai_completion.cpp (a completion:
-// one stream from submission to the last byte of its reply).
+// one stream from submission to the last byte of its reply), text_routes.cpp (tokenize,
+// detokenize, apply-template).
 #pragma once
 
 #include <atomic>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "http/http_server.h"
 #include "lanes/lane_host.h"
@@ -21,6 +25,8 @@ namespace lockstep {
 
 struct ServeSettings {
   std::string model_name;           // the id clients send as "model"
+  std::vector<std::string> aliases; // more ids a client may send (--served-model-name beyond the first)
+  std::string api_key;              // non-empty: every route but /health needs "Authorization: Bearer <key>"
   LaneSettings lanes;
   float default_temperature = 0.0f;
   bool thinking = true;             // false: --no-thinking
@@ -43,6 +49,10 @@ class OpenAiServer {
 
  private:
   void completion(const HttpRequest& request, HttpResponder& responder, bool chat);
+  bool authorized(const HttpRequest& request) const;
+  // POST /tokenize, /detokenize and /apply-template (text_routes.cpp).
+  void text_route(const HttpRequest& request, HttpResponder& responder);
+  nlohmann::json model_object(const std::string& id) const;
   // Sends error's body (with Retry-After on a 503) and any `headers`, and counts the outcome.
   void send_error(HttpResponder& responder, const RequestError& error, const std::string& outcome,
                   std::map<std::string, std::string> headers = {});

@@ -1,0 +1,91 @@
+// OpenAiServer, part three (openai_server.h): the text routes, as llama.cpp's server names them.
+// POST /tokenize {"content", "add_special", "with_pieces"} -> {"tokens"}; POST /detokenize
+// {"tokens"} -> {"content"}; POST /apply-template {"messages", "chat_template_kwargs"} -> {"prompt"}.
+// Each refuses a field it does not take, as the completions do.
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "server/openai_server.h"
+
+namespace lockstep {
+
+namespace {
+
+using nlohmann::json;
+
+RequestError bad(const std::string& message, const std::string& param = "") {
+  return {400, message, "invalid_request_error", param, ""};
+}
+
+// The body as an object whose fields are all in `allowed`, or why not.
+std::variant<json, RequestError> read_body(const std::string& text, std::initializer_list<const char*> allowed) {
+  json body = json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return bad("the body must be a JSON object");
+  if (json_depth(body) > kMaxJsonDepth)
+    return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+  for (auto& [key, value] : body.items()) {
+    bool known = false;
+    for (const char* name : allowed) known |= key == name;
+    if (!known) return bad("'" + key + "' is not a field of this route", key);
+  }
+  return body;
+}
+
+}  // namespace
+
+void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& responder) {
+  const std::string& path = request.path;
+  auto refuse = [&](const RequestError& error) { send_error(responder, error, "invalid"); };
+  auto reply = [&](const json& body) {
+    responder.send(200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
+  };
+  try {
+    if (path == "/apply-template") {
+      auto body = read_body(request.body, {"messages", "chat_template_kwargs"});
+      if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
+      const json& fields = std::get<json>(body);
+      if (!text_.has_chat_template()) return refuse(bad("this model folder has no chat template"));
+      if (!fields.contains("messages") || !fields["messages"].is_array())
+        return refuse(bad("'messages' must be an array", "messages"));
+      json kwargs = fields.value("chat_template_kwargs", json::object());
+      if (!kwargs.is_object()) return refuse(bad("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
+      if (!settings_.thinking && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
+      auto prompt = text_.render(fields["messages"], kwargs);
+      if (!prompt.ok()) return refuse(bad(prompt.error().message, "messages"));
+      return reply({{"prompt", *prompt}});
+    }
+    if (!text_.has_tokenizer()) return refuse(bad("this model folder has no tokenizer"));
+    if (path == "/tokenize") {
+      auto body = read_body(request.body, {"content", "add_special", "with_pieces"});
+      if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
+      const json& fields = std::get<json>(body);
+      if (!fields.contains("content") || !fields["content"].is_string())
+        return refuse(bad("'content' must be a string", "content"));
+      const bool add_special = fields.value("add_special", false), with_pieces = fields.value("with_pieces", false);
+      auto ids = text_.encode(fields["content"].get<std::string>(), add_special);
+      if (!ids.ok()) return refuse(bad(ids.error().message, "content"));
+      json tokens = json::array();
+      for (int32_t id : *ids)
+        tokens.push_back(with_pieces ? json{{"id", id}, {"piece", text_.tokenizer().decode({id})}} : json(id));
+      return reply({{"tokens", tokens}});
+    }
+    auto body = read_body(request.body, {"tokens"});
+    if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
+    const json& fields = std::get<json>(body);
+    if (!fields.contains("tokens") || !fields["tokens"].is_array())
+      return refuse(bad("'tokens' must be an array of ids", "tokens"));
+    std::vector<int32_t> ids;
+    for (const json& id : fields["tokens"]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= text_.tokenizer().vocab_size())
+        return refuse(bad("token id " + id.dump() + " is outside the vocabulary [0, " +
+                              std::to_string(text_.tokenizer().vocab_size()) + ")",
+                          "tokens"));
+      ids.push_back(id.get<int32_t>());
+    }
+    return reply({{"content", text_.tokenizer().decode(ids)}});
+  } catch (const json::exception& error) {
+    return refuse(bad(std::string("a field has the wrong type: ") + error.what()));
+  }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,124 @@
+// The request surface end to end: fields lockstep does not take are refused by name, seeds of the
+// whole unsigned range round-trip, model names and aliases, /version, and the API key.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http_client.h"
+#include "test_server.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+json body_of(json extra) {
+  json body = {{"model", "llama"}, {"prompt", {1, 2, 3}}, {"max_tokens", 3}};
+  body.update(extra);
+  return body;
+}
+
+// A request with extra header lines (each "Name: value\r\n").
+HttpReply request_with(int port, const std::string& method, const std::string& path, const std::string& headers) {
+  ClientConnection connection(HttpEndpoint{"127.0.0.1", port}, std::chrono::milliseconds(10000));
+  if (!connection.open().ok()) return {};
+  const std::string text = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers +
+                           "Content-Length: 0\r\nConnection: close\r\n\r\n";
+  if (!connection.send(text).ok()) return {};
+  auto reply = connection.read_reply();
+  return reply.ok() ? *reply : HttpReply{};
+}
+
+TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  const json refused[] = {{{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
+                          {{"tool_choice", "required"}},
+                          {{"response_format", {{"type", "json_object"}}}},
+                          {{"presence_penalty", 0.5}},
+                          {{"frequency_penalty", -1}},
+                          {{"logit_bias", {{"5", 10}}}},
+                          {{"best_of", 2}},
+                          {{"suffix", "x"}},
+                          {{"messages", json::array()}},
+                          {{"no_such_field", true}}};
+  for (const json& extra : refused) {
+    const std::string field = extra.begin().key();
+    HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body_of(extra).dump());
+    EXPECT_EQ(reply.status, 400) << field;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], field) << reply.body;
+  }
+  // Their neutral values ask for nothing, and are taken.
+  const json neutral = {{"presence_penalty", 0}, {"frequency_penalty", 0.0}, {"logit_bias", json::object()},
+                        {"best_of", 1},          {"tools", json::array()},  {"tool_choice", "none"},
+                        {"response_format", {{"type", "text"}}}, {"user", "someone"}};
+  HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body_of(neutral).dump());
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  HttpReply usage = http_request(server.port(), "POST", "/v1/completions",
+                                 body_of({{"stream", true}, {"stream_options", {{"include_usage", "yes"}}}}).dump());
+  EXPECT_EQ(usage.status, 400) << "a wrong type is the client's error, never a 500";
+  EXPECT_EQ(json::parse(usage.body)["error"]["param"], "stream_options");
+  HttpReply chat = http_request(server.port(), "POST", "/v1/chat/completions",
+                                json{{"messages", json::array()}, {"prompt", "x"}}.dump());
+  EXPECT_EQ(chat.status, 400);
+  EXPECT_EQ(json::parse(chat.body)["error"]["param"], "prompt") << chat.body;
+}
+
+TEST(ServerApi, EverySeedAReplyReportsCanBeSentBack) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  for (uint64_t seed : {uint64_t(0), uint64_t(1) << 53, (uint64_t(1) << 63) + 5, ~uint64_t(0)}) {
+    json body = body_of({{"temperature", 1.0}, {"seed", seed}});
+    HttpReply first = http_request(server.port(), "POST", "/v1/completions", body.dump());
+    ASSERT_EQ(first.status, 200) << first.body;
+    EXPECT_EQ(json::parse(first.body)["seed"].get<uint64_t>(), seed);
+  }
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body_of({{"seed", -1}}).dump()).status, 400);
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body_of({{"seed", 1.5}}).dump()).status, 400);
+  // A fresh seed fits a JavaScript number, and sent back gives the same reply; streams carry it.
+  json sampled = body_of({{"temperature", 1.0}, {"max_tokens", 8}, {"return_token_ids", true}});
+  json first = json::parse(http_request(server.port(), "POST", "/v1/completions", sampled.dump()).body);
+  const uint64_t seed = first["seed"];
+  EXPECT_LT(seed, uint64_t(1) << 53);
+  sampled["seed"] = seed;
+  json again = json::parse(http_request(server.port(), "POST", "/v1/completions", sampled.dump()).body);
+  EXPECT_EQ(again["choices"][0]["token_ids"], first["choices"][0]["token_ids"]);
+  sampled["stream"] = true;
+  HttpReply streamed = http_request(server.port(), "POST", "/v1/completions", sampled.dump());
+  const std::vector<std::string> payloads = sse_payloads(streamed.body);
+  ASSERT_FALSE(payloads.empty());
+  EXPECT_EQ(json::parse(payloads.front())["seed"].get<uint64_t>(), seed);
+}
+
+TEST(ServerApi, ModelNamesAliasesAndVersion) {
+  TestServer server(test_data("llama"), "main-name", {.parallel = 2, .max_queue = 8, .aliases = {"other"}});
+  json models = json::parse(http_request(server.port(), "GET", "/v1/models").body);
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][1]["id"], "other");
+  EXPECT_EQ(http_request(server.port(), "GET", "/v1/models/other").status, 200);
+  HttpReply missing = http_request(server.port(), "GET", "/v1/models/nope");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(json::parse(missing.body)["error"]["code"], "model_not_found");
+  json body = body_of({{"model", "other"}});
+  HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body.dump());
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["model"], "main-name");
+  HttpReply version = http_request(server.port(), "GET", "/version");
+  ASSERT_EQ(version.status, 200);
+  EXPECT_TRUE(json::parse(version.body)["version"].is_string());
+}
+
+TEST(ServerApi, AnApiKeyGuardsEveryRouteButHealth) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8, .api_key = "s3cret"});
+  EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);
+  HttpReply refused = http_request(server.port(), "GET", "/v1/models");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.header("www-authenticate"), "Bearer");
+  EXPECT_EQ(json::parse(refused.body)["error"]["type"], "authentication_error");
+  EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: Bearer wrong\r\n").status, 401);
+  EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: Bearer s3cret\r\n").status, 200);
+  EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body_of(json::object()).dump()).status, 401);
+  EXPECT_EQ(request_with(server.port(), "GET", "/metrics", "Authorization: Bearer s3cre\r\n").status, 401);
+}
+
+}  // namespace
+}  // namespace lockstep
