@@ -1,0 +1,122 @@
+// lockstep's server through the official `openai` npm package (pinned in package-lock.json,
+// installed by scripts/fetch-clients): a client nobody here wrote. Starts `lockstep serve` on the
+// embedded model (and a second one with an API key), then chats, streams, replays seeds, aborts,
+// and checks that refusals reach the client as its own error types.
+//
+//   LOCKSTEP_BINARY=build/lockstep node tests/clients/openai_client_test.mjs
+import { spawn } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
+
+const binary = process.env.LOCKSTEP_BINARY ?? 'build/lockstep';
+
+// Starts a server on a free port; resolves to [process, base URL] once it listens.
+function serve(extra = []) {
+  return new Promise((resolve, reject) => {
+    const server = spawn(binary, ['serve', '--port', '0', '--parallel', '4', '--prompt-cache-gib', '0', ...extra], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    server.stderr.on('data', (data) => {
+      log += data;
+      const match = log.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (match) resolve([server, `http://127.0.0.1:${match[1]}/v1`]);
+    });
+    server.on('exit', (code) => reject(new Error(`lockstep serve exited (${code}): ${log}`)));
+  });
+}
+
+let server, keyed, client, url;
+before(async () => {
+  [server, url] = await serve();
+  client = new OpenAI({ baseURL: url, apiKey: 'none', maxRetries: 0 });
+});
+after(() => {
+  server?.kill('SIGTERM');
+  keyed?.kill('SIGTERM');
+});
+
+const ask = (content, extra = {}) => ({ model: 'tiny-arith', messages: [{ role: 'user', content }], ...extra });
+
+test('a chat reply, and the same reply streamed', async () => {
+  const reply = await client.chat.completions.create(ask('What is 12 * 34?'));
+  assert.equal(reply.choices[0].message.content, '408');
+  assert.equal(reply.choices[0].finish_reason, 'stop');
+  assert.ok(reply.usage.completion_tokens > 0);
+  const stream = await client.chat.completions.create(ask('What is 12 * 34?', { stream: true }));
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(text, '408');
+});
+
+test('a seed the reply reports gives the same sampled reply again', async () => {
+  const first = await client.chat.completions.create(ask('Reverse the word planet.', { temperature: 1.5 }));
+  assert.ok(Number.isSafeInteger(first.seed), `seed ${first.seed} is a safe JavaScript integer`);
+  const again = await client.chat.completions.create(ask('Reverse the word planet.', { temperature: 1.5, seed: first.seed }));
+  assert.equal(again.choices[0].message.content, first.choices[0].message.content);
+});
+
+test('completions and models', async () => {
+  const reply = await client.completions.create({
+    model: 'tiny-arith',
+    prompt: '<|im_start|>user\nWhat is 1234 + 4321?<|im_end|>\n<|im_start|>assistant\n',
+    max_tokens: 8,
+  });
+  assert.equal(reply.choices[0].text, '5555');
+  const models = await client.models.list();
+  assert.equal(models.data[0].id, 'tiny-arith');
+  assert.equal((await client.models.retrieve('tiny-arith')).id, 'tiny-arith');
+  await assert.rejects(client.models.retrieve('nope'), OpenAI.NotFoundError);
+});
+
+test('an aborted stream ends on the client, and the server serves on', async () => {
+  const stream = await client.chat.completions.create(
+    ask('Sort these numbers: 42 7 19 88 3', { stream: true, max_tokens: 64, ignore_eos: true }));
+  let chunks = 0;
+  try {
+    for await (const chunk of stream) {
+      if (++chunks === 2) stream.controller.abort();
+    }
+  } catch (error) {
+    assert.ok(error instanceof OpenAI.APIUserAbortError, `${error}`);
+  }
+  assert.ok(chunks < 64, `the stream stopped after the abort (${chunks} chunks)`);
+  const reply = await client.chat.completions.create(ask('What is 12 * 34?'));
+  assert.equal(reply.choices[0].message.content, '408');
+});
+
+test('refusals are the client\'s own error types, naming the field', async () => {
+  await assert.rejects(client.chat.completions.create(ask('hi', { max_tokens: 0 })), (error) => {
+    assert.ok(error instanceof OpenAI.BadRequestError);
+    assert.equal(error.param, 'max_tokens');
+    return true;
+  });
+  const tool = { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {} } } };
+  await assert.rejects(client.chat.completions.create(ask('hi', { tools: [tool] })), (error) => {
+    assert.ok(error instanceof OpenAI.BadRequestError);
+    assert.equal(error.param, 'tools');
+    return true;
+  });
+  // Structured output is not built yet: parse() gets a 400 that says so, not a reply it cannot parse.
+  const Sum = z.object({ sum: z.number() });
+  await assert.rejects(
+    client.chat.completions.parse(ask('What is 2 + 2?', { response_format: zodResponseFormat(Sum, 'sum') })),
+    (error) => {
+      assert.ok(error instanceof OpenAI.BadRequestError);
+      assert.equal(error.param, 'response_format');
+      return true;
+    },
+  );
+});
+
+test('an API key: the wrong one is an AuthenticationError, the right one works', async () => {
+  let keyedUrl;
+  [keyed, keyedUrl] = await serve(['--api-key', 'right-key']);
+  const wrong = new OpenAI({ baseURL: keyedUrl, apiKey: 'wrong-key', maxRetries: 0 });
+  await assert.rejects(wrong.models.list(), OpenAI.AuthenticationError);
+  const right = new OpenAI({ baseURL: keyedUrl, apiKey: 'right-key', maxRetries: 0 });
+  assert.equal((await right.models.list()).data[0].id, 'tiny-arith');
+});
