@@ -99,6 +99,9 @@ class WeightBytes final : public Backend {
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override {
     timed("sample", [&] { inner_.sample(logits, rows, ids); });
   }
+  void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) override {
+    timed("edit_logits", [&] { inner_.edit_logits(logits, edits); });
+  }
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override {
     timed("token_logprobs", [&] { inner_.token_logprobs(logits, ids, logprobs, top_ids); });
   }

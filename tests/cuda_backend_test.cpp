@@ -294,6 +294,31 @@ TEST_F(CudaVsCpu, GatherSplitAndEmbed) {
 // The GPU sampler against the host Sampler, id for id: rows with ties, NaN and -inf, an all
 // -inf row, a +inf row, a peaked row and one whose top is zeros of both signs (-0 ties +0), under each filter alone and together, at several
 // positions and seeds. Each row is then sampled alone, and its id must not change.
+// Penalties and logit_bias: the same rule, each operation rounded on its own, bit for bit.
+TEST_F(CudaVsCpu, EditLogitsMatchesTheHostBitForBit) {
+  const int64_t n = 3, vocab = 1000;
+  Pair logits = random(DType::f32, {n, vocab}, 4.0f);
+  std::vector<LogitEdit> edits;
+  for (int32_t row = 0; row < n; ++row)
+    for (int32_t token = row; token < vocab; token += 37) {
+      LogitEdit e;
+      e.row = row;
+      e.token = token;
+      e.count = float(token % 5);
+      e.in_context = token % 3 == 0;
+      e.presence = 0.7f;
+      e.frequency = 0.31f;
+      e.repetition = row == 1 ? 1.0f : 1.37f;
+      e.bias = token % 7 == 0 ? -100.0f : 0.25f * float(row);
+      edits.push_back(e);
+    }
+  cpu.edit_logits(logits.cpu, edits);
+  gpu->edit_logits(logits.gpu, edits);
+  std::vector<float> on_gpu(size_t(n * vocab));
+  gpu->download(on_gpu.data(), logits.gpu);
+  EXPECT_EQ(std::memcmp(on_gpu.data(), logits.cpu.view().data, on_gpu.size() * sizeof(float)), 0);
+}
+
 TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   const int64_t n = 6, vocab = 50021;
   std::vector<float> host(size_t(n * vocab));

@@ -1,6 +1,7 @@
 #include "http_client.h"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 namespace lockstep {
 
@@ -8,6 +9,25 @@ HttpReply http_request(int port, const std::string& method, const std::string& p
                        int timeout_seconds) {
   Expected<HttpReply> reply = http_request(HttpEndpoint{"127.0.0.1", port}, method, path, body, timeout_seconds);
   return reply.ok() ? std::move(*reply) : HttpReply{};
+}
+
+std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream) {
+  std::vector<int32_t> ids;
+  if (!stream) {
+    nlohmann::json body = nlohmann::json::parse(reply.body, nullptr, false);
+    if (body.is_discarded() || !body.contains("choices")) return ids;
+    return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  }
+  for (const std::string& payload : sse_payloads(reply.body)) {
+    if (payload == "[DONE]") break;
+    nlohmann::json chunk = nlohmann::json::parse(payload);
+    for (const auto& choice : chunk["choices"])
+      if (choice.contains("token_ids")) {
+        auto more = choice["token_ids"].get<std::vector<int32_t>>();
+        ids.insert(ids.end(), more.begin(), more.end());
+      }
+  }
+  return ids;
 }
 
 OpenRequest::OpenRequest(int port, const std::string& method, const std::string& path, const std::string& body)

@@ -14,6 +14,9 @@ namespace lockstep {
 HttpReply http_request(int port, const std::string& method, const std::string& path, const std::string& body = "",
                        int timeout_seconds = 60);
 
+// The token ids of a completion reply (return_token_ids), streamed or not; empty when it has none.
+std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream);
+
 // A request whose reply is read a little at a time; the destructor hangs up.
 class OpenRequest {
  public:

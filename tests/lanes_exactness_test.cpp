@@ -40,6 +40,34 @@ TEST_P(LanesExactness, RoundsMixingGreedySampledAndLogprobStreamsMatchAloneRuns)
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(results[i].ids, alone(all[i])) << "stream " << i;
 }
 
+// Penalties and logit_bias come from each stream's own tokens: streams with different ones, and
+// streams without, share rounds and still each get their alone run (which applies them on the
+// host), greedy and seeded.
+TEST_P(LanesExactness, PenaltiesAndLogitBiasKeepEveryStreamsAloneIds) {
+  std::vector<GenerateRequest> all = requests(8, false, 31), seeded = requests(8, true, 37);
+  for (int i = 0; i < 8; ++i) {
+    GenerateRequest& request = i % 2 ? seeded[size_t(i)] : all[size_t(i)];
+    request.max_tokens += 8;
+    if (i % 4 == 0) request.adjust.presence = 1.5f, request.adjust.frequency = 0.5f;
+    if (i % 4 == 1) request.adjust.repetition = 1.3f;
+    if (i % 4 == 2) request.adjust.bias = {{3, 100.0f}, {int32_t(i), -100.0f}, {11, 2.5f}};
+    all[size_t(i)] = request;
+  }
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 8, 64});
+  std::vector<LaneResult> results(all.size());
+  for (size_t i = 0; i < all.size(); ++i) submit(host, all[i], results[i]);
+  run_until_idle(host);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(results[i].ids, alone(all[i])) << "stream " << i;
+    GenerateRequest plain = all[i];
+    plain.adjust = {};
+    if (i % 4 == 2) {  // a bias of +100 makes every greedy token that one
+      EXPECT_NE(alone(plain), results[i].ids) << "stream " << i << ": the bias changed nothing";
+    }
+  }
+}
+
 TEST_P(LanesExactness, ALongPromptArrivingMidDecodeChangesNothing) {
   std::vector<GenerateRequest> all = requests(6, true, 11);
   GenerateRequest long_prompt = requests(5, false, 13)[4];  // 300 tokens

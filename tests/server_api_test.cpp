@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "http_client.h"
 #include "test_server.h"
@@ -35,9 +36,12 @@ TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
   const json refused[] = {{{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
                           {{"tool_choice", "required"}},
                           {{"response_format", {{"type", "json_object"}}}},
-                          {{"presence_penalty", 0.5}},
-                          {{"frequency_penalty", -1}},
-                          {{"logit_bias", {{"5", 10}}}},
+                          {{"presence_penalty", 2.5}},
+                          {{"frequency_penalty", "high"}},
+                          {{"repetition_penalty", 0}},
+                          {{"logit_bias", {{"five", 10}}}},
+                          {{"logit_bias", {{"5", 101}}}},
+                          {{"logit_bias", {{"100000", 1}}}},
                           {{"best_of", 2}},
                           {{"suffix", "x"}},
                           {{"messages", json::array()}},
@@ -49,8 +53,7 @@ TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
     EXPECT_EQ(json::parse(reply.body)["error"]["param"], field) << reply.body;
   }
   // Their neutral values ask for nothing, and are taken.
-  const json neutral = {{"presence_penalty", 0}, {"frequency_penalty", 0.0}, {"logit_bias", json::object()},
-                        {"best_of", 1},          {"tools", json::array()},  {"tool_choice", "none"},
+  const json neutral = {{"best_of", 1}, {"tools", json::array()}, {"tool_choice", "none"},
                         {"response_format", {{"type", "text"}}}, {"user", "someone"}};
   HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body_of(neutral).dump());
   EXPECT_EQ(reply.status, 200) << reply.body;
@@ -62,6 +65,65 @@ TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
                                 json{{"messages", json::array()}, {"prompt", "x"}}.dump());
   EXPECT_EQ(chat.status, 400);
   EXPECT_EQ(json::parse(chat.body)["error"]["param"], "prompt") << chat.body;
+}
+
+// Penalties and logit_bias act: a bias of +100 makes a greedy reply that token alone, a penalty
+// changes a repetitive reply, and a request without them is as before.
+TEST(ServerApi, PenaltiesAndLogitBiasChangeTheReply) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  auto ids_of = [&](json extra) {
+    json body = body_of(extra);
+    body["max_tokens"] = 12;
+    body["return_token_ids"] = true;
+    body["ignore_eos"] = true;
+    HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body)["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  };
+  EXPECT_EQ(ids_of({{"logit_bias", {{"7", 100}}}}), std::vector<int32_t>(12, 7));
+  const std::vector<int32_t> plain = ids_of(json::object());
+  EXPECT_EQ(ids_of({{"presence_penalty", 0}, {"logit_bias", json::object()}}), plain);
+  const std::vector<int32_t> penalised = ids_of({{"frequency_penalty", 2}, {"presence_penalty", 2}});
+  EXPECT_NE(penalised, plain);
+  EXPECT_GT(std::set<int32_t>(penalised.begin(), penalised.end()).size(), std::set<int32_t>(plain.begin(), plain.end()).size())
+      << "penalties spread a reply over more tokens";
+}
+
+// n choices: choice i is the request with seed + i, streamed or not; usage counts them all.
+TEST(ServerApi, ChoiceIIsTheRequestWithSeedPlusI) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 4, .max_queue = 16});
+  json body = body_of({{"temperature", 1.0}, {"seed", 500}, {"n", 3}, {"max_tokens", 6}, {"return_token_ids", true},
+                       {"ignore_eos", true}});
+  json reply = json::parse(http_request(server.port(), "POST", "/v1/completions", body.dump()).body);
+  ASSERT_EQ(reply["choices"].size(), 3u) << reply.dump();
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 18);
+  std::vector<json> alone;
+  for (int i = 0; i < 3; ++i) {
+    json one = body;
+    one["n"] = 1;
+    one["seed"] = 500 + i;
+    alone.push_back(json::parse(http_request(server.port(), "POST", "/v1/completions", one.dump()).body));
+    EXPECT_EQ(reply["choices"][i]["index"], i);
+    EXPECT_EQ(reply["choices"][i]["token_ids"], alone.back()["choices"][0]["token_ids"]) << "choice " << i;
+  }
+  EXPECT_NE(alone[0]["choices"][0]["token_ids"], alone[1]["choices"][0]["token_ids"]);
+  body["stream"] = true;
+  std::vector<std::vector<int32_t>> streamed(3);
+  int finished = 0;
+  for (const std::string& payload : sse_payloads(http_request(server.port(), "POST", "/v1/completions", body.dump()).body)) {
+    if (payload == "[DONE]") break;
+    const json chunk = json::parse(payload);
+    for (const json& choice : chunk["choices"]) {
+      for (int32_t id : choice["token_ids"]) streamed[choice["index"].get<size_t>()].push_back(id);
+      finished += !choice["finish_reason"].is_null();
+    }
+  }
+  EXPECT_EQ(finished, 3);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(json(streamed[size_t(i)]), alone[size_t(i)]["choices"][0]["token_ids"]) << "streamed choice " << i;
+  HttpReply too_many = http_request(server.port(), "POST", "/v1/completions", body_of({{"n", 17}}).dump());
+  EXPECT_EQ(too_many.status, 400);
+  EXPECT_EQ(json::parse(too_many.body)["error"]["param"], "n");
 }
 
 TEST(ServerApi, EverySeedAReplyReportsCanBeSentBack) {

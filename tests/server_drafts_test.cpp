@@ -24,22 +24,6 @@ json body_of(int salt, bool seeded) {
   return body;
 }
 
-std::vector<int32_t> ids_of(const HttpReply& reply, bool stream) {
-  std::vector<int32_t> ids;
-  if (!stream) {
-    json body = json::parse(reply.body, nullptr, false);
-    if (body.is_discarded() || !body.contains("choices")) return ids;
-    return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
-  }
-  for (const std::string& payload : sse_payloads(reply.body)) {
-    if (payload == "[DONE]") break;
-    const json chunk = json::parse(payload);
-    for (const auto& choice : chunk["choices"])
-      if (choice.contains("token_ids"))
-        for (int32_t id : choice["token_ids"]) ids.push_back(id);
-  }
-  return ids;
-}
 
 TEST(ServerDrafts, RepliesEqualTheirReplyWithoutDraftsAtAnyConcurrency) {
   TestServer server(test_data("nemotron_h_mtp"), "mtp", {.parallel = 6, .max_queue = 64, .draft_tokens = 3});
@@ -52,7 +36,7 @@ TEST(ServerDrafts, RepliesEqualTheirReplyWithoutDraftsAtAnyConcurrency) {
       bodies.push_back(body_of(i, seeded));
       json off = bodies.back();
       off["draft"] = false;
-      plain.push_back(ids_of(http_request(port, "POST", "/v1/completions", off.dump()), false));
+      plain.push_back(reply_ids(http_request(port, "POST", "/v1/completions", off.dump()), false));
       ASSERT_EQ(plain.back().size(), size_t(12 + i));
     }
     std::vector<std::future<std::vector<int32_t>>> replies;
@@ -61,7 +45,7 @@ TEST(ServerDrafts, RepliesEqualTheirReplyWithoutDraftsAtAnyConcurrency) {
       json body = bodies[size_t(i)];
       body["stream"] = stream;
       replies.push_back(std::async(std::launch::async, [port, body, stream] {
-        return ids_of(http_request(port, "POST", "/v1/completions", body.dump()), stream);
+        return reply_ids(http_request(port, "POST", "/v1/completions", body.dump()), stream);
       }));
     }
     for (int i = 0; i < 6; ++i) EXPECT_EQ(replies[size_t(i)].get(), plain[size_t(i)]) << "request " << i;

@@ -35,25 +35,6 @@ json completion_body(const std::string& model, int salt, bool seeded, int max_to
   return body;
 }
 
-// The ids of a reply, streamed or not.
-std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream) {
-  std::vector<int32_t> ids;
-  if (!stream) {
-    json body = json::parse(reply.body, nullptr, false);
-    if (body.is_discarded() || !body.contains("choices")) return ids;
-    return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
-  }
-  for (const std::string& payload : sse_payloads(reply.body)) {
-    if (payload == "[DONE]") break;
-    json chunk = json::parse(payload);
-    for (const auto& choice : chunk["choices"])
-      if (choice.contains("token_ids")) {
-        auto more = choice["token_ids"].get<std::vector<int32_t>>();
-        ids.insert(ids.end(), more.begin(), more.end());
-      }
-  }
-  return ids;
-}
 
 class ServerTest : public ::testing::TestWithParam<std::string> {};
 

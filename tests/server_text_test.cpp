@@ -68,7 +68,8 @@ void write_tokenizer(const TempDir& dir) {
   json config = {{"bos_token", nullptr}, {"eos_token", "<|im_end|>"},
                  {"chat_template",
                   "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"}};
+                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% if think %}<think>\n{% endif %}"
+                  "{% endif %}"}};
   ASSERT_TRUE(dir.write_file("tokenizer_config.json", config.dump()).ok());
   for (const char* file : {"config.json", "model.safetensors"})
     std::filesystem::copy_file(test_data("llama") + "/" + file, dir.file(file));
@@ -156,6 +157,36 @@ TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
   json parts = body;
   parts["messages"][1]["content"] = json::array({{{"type", "text"}, {"text", "h"}}, {{"type", "text"}, {"text", "i"}}});
   EXPECT_EQ(post("/v1/chat/completions", parts)["choices"][0]["message"], reply["choices"][0]["message"]);
+}
+
+// A template that opens <think> in the prompt (chat_template_kwargs think, here): the reply is
+// thinking until the model closes it, so all of this untrained model's reply is reasoning_content,
+// streamed or not; without it there is no reasoning_content at all.
+TEST_F(TextServer, ThinkingInThePromptGoesToReasoningContent) {
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+               {"max_tokens", 8}, {"ignore_eos", true}, {"return_token_ids", true},
+               {"chat_template_kwargs", {{"think", true}}}};
+  json reply = post("/v1/chat/completions", body);
+  const json& message = reply["choices"][0]["message"];
+  std::vector<int32_t> ids = reply["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_TRUE(message.contains("reasoning_content")) << reply.dump();
+  EXPECT_EQ(message["reasoning_content"], text().tokenizer().decode(ids, true));
+  EXPECT_EQ(message["content"], "");
+  body["stream"] = true;
+  HttpReply streamed = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
+  std::string reasoning, content;
+  for (const std::string& payload : sse_payloads(streamed.body)) {
+    if (payload == "[DONE]") break;
+    const json chunk = json::parse(payload);
+    const json& delta = chunk["choices"][0]["delta"];
+    reasoning += delta.value("reasoning_content", "");
+    content += delta.value("content", "");
+  }
+  EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_EQ(content, "");
+  body.erase("chat_template_kwargs");
+  body["stream"] = false;
+  EXPECT_FALSE(post("/v1/chat/completions", body)["choices"][0]["message"].contains("reasoning_content"));
 }
 
 // The text routes, as llama.cpp's server names them: what the chat and completion routes do with

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sampling/logit_edits.h"
 #include "sampling/sampler.h"
 #include "tensor/tensor.h"
 
@@ -181,6 +182,10 @@ class Backend {
   // argmax), so only ids need leave the backend. logits f32 [n, vocab]; ids i32 [n]; rows: n
   // entries, each passing validate().
   virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) = 0;
+  // A request's penalties and logit_bias (sampling/logit_edits.h): logits[e.row][e.token] =
+  // edited_logit(that, e) for each edit, in place, before sample. logits f32 [n, vocab]; each
+  // (row, token) at most once.
+  virtual void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) = 0;
   // The log-probabilities (log-softmax of the raw logits) around each row's chosen id:
   // logprobs[r][0] = that of ids[r]; logprobs[r][1 + j] = that of top_ids[r][j], the (j+1)-th
   // most likely id (ties to the lower id). A row's results depend on its logits and id alone,

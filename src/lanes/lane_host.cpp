@@ -199,7 +199,9 @@ void LaneHost::admit() {
     next.memory = std::move(*hold);
     next.admitted = true;
     next.tokens = next.request.prompt;
-    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft;
+    // A window's rows would each need the counts of the drafts before them: such streams do not draft.
+    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft && !next.request.adjust.any();
+    if (next.request.adjust.any()) next.counts.emplace(next.request.adjust, next.request.prompt);
     start_from(next, cached);
     active_.push_back(std::move(queued_.front()));
     queued_.pop_front();

@@ -177,6 +177,7 @@ class LaneHost {
     bool drafts_on = false;       // verifies drafts (the server drafts and the request allows it)
     std::vector<int32_t> drafts;  // the head's proposals for the positions after tokens.back()
     int64_t drafted = 0, accepted = 0;  // drafts verified, and those accepted and delivered
+    std::optional<TokenCounts> counts;  // with penalties or logit_bias: the tokens they count
   };
   // A stream's rows in a round: from first_row, its last token then `drafts` drafts.
   struct Window {

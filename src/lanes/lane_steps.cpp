@@ -91,6 +91,9 @@ void LaneHost::round() {
 }
 
 void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
+  // Penalties and logit_bias, from the stream's own tokens (a stream with them never drafts, so
+  // its row is always its next position's).
+  if (stream.counts && ahead == 0) stream.counts->edits(int32_t(plan_.batch.logit_rows.size()), plan_.edits);
   plan_.batch.logit_rows.push_back(logit_row);
   plan_.samples.push_back({stream.request.sampling, int64_t(stream.tokens.size()) + ahead});
   plan_.top_logprobs.push_back(stream.request.top_logprobs);
@@ -111,6 +114,7 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   const int64_t position = int64_t(stream.tokens.size());
   stream.tokens.push_back(id);
   ++stream.generated;
+  if (stream.counts) stream.counts->add(id);
   {
     std::lock_guard lock(mutex_);
     ++stats_.generated_tokens;

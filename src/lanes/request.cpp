@@ -32,6 +32,9 @@ std::optional<RequestProblem> check_request(const ModelInfo& info, const Generat
   if (request.top_logprobs < -1 || request.top_logprobs > 20)
     return RequestProblem{"logprobs", "logprobs must be between 0 and 20"};
   if (auto problem = sampling_problem(request.sampling)) return RequestProblem{problem->field, problem->message};
+  std::string field;
+  if (std::string message = logit_adjustments_problem(request.adjust, info.vocab_size, &field); !message.empty())
+    return RequestProblem{field, message};
   return std::nullopt;
 }
 

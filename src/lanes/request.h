@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/model_info.h"
+#include "sampling/logit_edits.h"
 #include "sampling/sampler.h"
 
 namespace lockstep {
@@ -20,6 +21,7 @@ struct GenerateRequest {
   int32_t top_logprobs = -1; // -1: no logprobs; 0..20: report each chosen id's logprob and this many alternatives
   bool cache_prompt = true;  // with the prompt cache on: resume from a cached prefix, and cache this prompt
   bool draft = true;         // when the server drafts: verify drafts (never changes the tokens, only the speed)
+  LogitAdjustments adjust = {};  // penalties and logit_bias (sampling/logit_edits.h); a stream with any does not draft
 };
 
 enum class FinishReason {
@@ -46,7 +48,8 @@ struct RequestProblem {
 // context, so that at least one token can follow it. The one threshold for every entry point.
 [[nodiscard]] std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt);
 
-// check_prompt, then max_tokens >= 1, logprobs in 0..20 and valid sampling settings. A
+// check_prompt, then max_tokens >= 1, logprobs in 0..20, valid sampling settings, penalties and
+// logit_bias. A
 // max_tokens past the context is allowed here (the stream ends at the context, finish_after);
 // the HTTP API refuses it as OpenAI's does.
 [[nodiscard]] std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request);

@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "models/model_info.h"
+#include "sampling/logit_edits.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
@@ -20,11 +21,13 @@ struct StepPlan {
   ForwardBatch batch;                 // rows, positions, sequences, page tables, slots, logit rows
   std::vector<SampleRow> samples;     // [batch.logit_rows.size()]: settings and the draw's position
   std::vector<int32_t> top_logprobs;  // [batch.logit_rows.size()]: -1 none, else alternatives wanted
+  std::vector<LogitEdit> edits;       // penalties and logit_bias, by logit row, applied before the draws
 
   void clear() {
     batch.clear();
     samples.clear();
     top_logprobs.clear();
+    edits.clear();
   }
 };
 

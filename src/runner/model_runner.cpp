@@ -32,12 +32,17 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
   for (int32_t asked : plan.top_logprobs)
     if (asked < -1 || asked > kMaxTop) return make_error("logprobs must be between 0 and 20");
   for (const SampleRow& row : plan.samples) LOCKSTEP_TRY(validate(row.params));
+  for (const LogitEdit& edit : plan.edits)
+    if (edit.row < 0 || size_t(edit.row) >= n || edit.token < 0 || edit.token >= info().vocab_size)
+      return make_error("a logit edit names a row or token outside the plan");
   auto logits = model_.forward(plan.batch);
   if (!logits.ok()) return logits.error();
   result.ids.resize(n);
   result.logprobs.resize(n);
   if (n == 0) return Status::success();
   Backend& backend = model_.backend();
+  // Penalties and logit_bias change the logits the draws and the logprobs see.
+  if (!plan.edits.empty()) backend.edit_logits(*logits, plan.edits);
   const Tensor ids = chosen_ids_.view().first_dim_slice(0, int64_t(n));
   backend.sample(*logits, plan.samples, ids);
   backend.download(result.ids.data(), ids);

@@ -1,6 +1,7 @@
 #include "runner/solo_run.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "lanes/fill_plan.h"
 
@@ -53,9 +54,18 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
 
   GenerateResult result;
   Sampler sampler(int(info.vocab_size));
+  std::optional<TokenCounts> counts;  // with penalties or logit_bias
+  if (request.adjust.any()) counts.emplace(request.adjust, request.prompt);
+  std::vector<LogitEdit> edits;
   for (;;) {
     const int64_t position = int64_t(tokens.size());
+    if (counts) {
+      edits.clear();
+      counts->edits(0, edits);
+      apply_edits(logits.data(), info.vocab_size, edits);
+    }
     const int32_t id = sampler.sample(logits.data(), request.sampling, position);
+    if (counts) counts->add(id);
     result.tokens.push_back(id);
     tokens.push_back(id);
     if (on_token) on_token(id);

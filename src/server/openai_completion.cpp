@@ -1,5 +1,6 @@
 // One completion request as one stream: submit it to the lane host, then turn its events into
 // the reply (one JSON body, or server-sent events), watching for the client going away.
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "server/openai_format.h"
 #include "server/openai_server.h"
+#include "server/reasoning.h"
 #include "server/stop_strings.h"
 #include "server/stream_channel.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -42,6 +44,36 @@ class ReplyText {
   StopMatcher stops_;
 };
 
+// One choice of a reply: its stream, and its text as it arrives.
+struct Choice {
+  Choice(const ModelText& model_text, const std::vector<std::string>& stops, bool chat,
+         const std::vector<int32_t>& prompt)
+      : text(model_text, stops) {
+    // Chat replies keep their thinking apart (reasoning.h); the prompt may open it.
+    if (chat && model_text.has_tokenizer()) {
+      const size_t tail = std::min<size_t>(prompt.size(), 16);
+      splitter.emplace(prompt_opens_thinking(
+          model_text.tokenizer().decode(std::vector<int32_t>(prompt.end() - int64_t(tail), prompt.end()))));
+    }
+  }
+  // A piece of reply text, split into (reasoning, content).
+  ReasoningSplitter::Pieces split(const std::string& piece) {
+    if (!splitter) return {"", piece};
+    return splitter->push(piece);
+  }
+
+  StreamHandle handle;
+  ReplyText text;
+  std::optional<ReasoningSplitter> splitter;
+  std::string reply, reasoning;
+  std::vector<int32_t> ids, chunk_ids;
+  std::vector<TokenLogprobs> logprobs, chunk_logprobs;
+  std::optional<StreamEnd> end;
+  bool first_chunk = true;
+  bool stopped = false;  // cut at a stop string: its stream was cancelled for it
+  std::optional<std::chrono::steady_clock::time_point> last_token;
+};
+
 }  // namespace
 
 void OpenAiServer::completion(const HttpRequest& request, HttpResponder& responder, bool chat) {
@@ -52,123 +84,167 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   if (auto* error = std::get_if<RequestError>(&parsed)) return send_error(responder, *error, "invalid");
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
 
+  // Choice i is the stream of the request with seed + i: the same tokens as that request alone.
   auto channel = std::make_shared<StreamChannel>();
-  auto submitted = lanes_.submit(req.generate, channel->events(req.generate.top_logprobs >= 0));
-  if (submitted.error) {
-    bool busy = submitted.error->kind == SubmitError::Kind::busy;
-    return send_error(responder, {busy ? 503 : 400, submitted.error->message, busy ? "server_busy" : "invalid_request_error",
-                                  submitted.error->field, ""},
-                      busy ? "busy" : "invalid");
+  std::vector<std::unique_ptr<Choice>> choices;
+  const uint64_t seed = req.generate.sampling.seed;
+  for (int32_t i = 0; i < req.n; ++i) {
+    choices.push_back(std::make_unique<Choice>(text_, req.stop, chat, req.generate.prompt));
+    GenerateRequest stream = req.generate;
+    stream.sampling.seed = seed + uint64_t(i);
+    auto submitted = lanes_.submit(std::move(stream), channel->events(req.generate.top_logprobs >= 0, i));
+    if (submitted.error) {
+      for (auto& choice : choices) choice->handle.cancel();
+      bool busy = submitted.error->kind == SubmitError::Kind::busy;
+      return send_error(responder, {busy ? 503 : 400, submitted.error->message,
+                                    busy ? "server_busy" : "invalid_request_error", submitted.error->field, ""},
+                        busy ? "busy" : "invalid");
+    }
+    choices.back()->handle = *submitted.handle;
   }
-  const StreamHandle handle = *submitted.handle;
+  auto cancel_all = [&] {
+    for (auto& choice : choices) choice->handle.cancel();
+  };
 
   ReplyHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), int64_t(std::time(nullptr)),
-                     settings_.model_name, chat, req.generate.sampling.seed};
-  ReplyText text(text_, req.stop);
-  std::string reply = req.echo ? req.prompt_text : std::string();
-  std::vector<int32_t> ids, chunk_ids;
-  std::vector<TokenLogprobs> logprobs, chunk_logprobs;
-  std::optional<StreamEnd> end;
-  bool client_gone = false, first_chunk = true, cancelled_by_stop = false;
-  std::optional<std::chrono::steady_clock::time_point> last_token;
+                     settings_.model_name, chat, seed};
+  if (req.echo)
+    for (auto& choice : choices) choice->reply = req.prompt_text;
+  bool client_gone = false, any_token = false;
 
   if (req.stream) {
     responder.start_stream(200, "text/event-stream");
     responder.set_probe_chunk(": probe\n\n");  // an SSE comment: clients skip it
   }
-  auto send_chunk = [&](const std::string& delta, const std::string& finish) {
+  auto send_chunk = [&](Choice& choice, int index, const ReasoningSplitter::Pieces& delta, const std::string& finish) {
     if (client_gone) return;
-    const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &chunk_ids : nullptr;
-    nlohmann::json lp = logprobs_json(text_, chunk_logprobs, chat, 0);
-    if (!responder.write_chunk(sse(stream_chunk(header, delta, first_chunk, chunk_ids_ptr, lp, finish)))) {
+    const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &choice.chunk_ids : nullptr;
+    nlohmann::json lp = logprobs_json(text_, choice.chunk_logprobs, chat, 0);
+    if (!responder.write_chunk(sse(stream_chunk(header, delta.content, choice.first_chunk, chunk_ids_ptr, lp, finish,
+                                                delta.reasoning, index)))) {
       client_gone = true;
-      handle.cancel();
+      cancel_all();
     }
-    first_chunk = false;
-    chunk_ids.clear();
-    chunk_logprobs.clear();
+    choice.first_chunk = false;
+    choice.chunk_ids.clear();
+    choice.chunk_logprobs.clear();
   };
 
   auto last_check = std::chrono::steady_clock::now();
-  while (!end) {
+  for (size_t ended = 0; ended < choices.size();) {
     std::optional<ChannelEvent> event = channel->next(kClientCheck);
     // Look for a departed client every kClientCheck, whether or not tokens keep coming.
     if (!client_gone && std::chrono::steady_clock::now() - last_check >= kClientCheck) {
       last_check = std::chrono::steady_clock::now();
       if (responder.client_gone()) {
         client_gone = true;
-        handle.cancel();
+        cancel_all();
       }
     }
     if (!event) continue;
-    if (event->logprobs && !cancelled_by_stop) {
-      logprobs.push_back(*event->logprobs);
-      chunk_logprobs.push_back(*event->logprobs);
+    Choice& choice = *choices[size_t(event->choice)];
+    if (event->logprobs && !choice.stopped) {
+      choice.logprobs.push_back(*event->logprobs);
+      choice.chunk_logprobs.push_back(*event->logprobs);
     }
     if (event->token) {
-      if (last_token) metrics_.gap_between_tokens(std::chrono::duration<double>(event->at - *last_token).count());
-      else metrics_.time_to_first_token(std::chrono::duration<double>(event->at - received).count());
-      last_token = event->at;
-      if (cancelled_by_stop) continue;
-      ids.push_back(*event->token);
-      chunk_ids.push_back(*event->token);
-      std::string delta = text.push(*event->token);
-      reply += delta;
-      if (text.stopped()) {
-        cancelled_by_stop = true;
-        handle.cancel();
+      if (choice.last_token)
+        metrics_.gap_between_tokens(std::chrono::duration<double>(event->at - *choice.last_token).count());
+      else if (!any_token)
+        metrics_.time_to_first_token(std::chrono::duration<double>(event->at - received).count());
+      choice.last_token = event->at;
+      any_token = true;
+      if (choice.stopped) continue;
+      choice.ids.push_back(*event->token);
+      choice.chunk_ids.push_back(*event->token);
+      const ReasoningSplitter::Pieces delta = choice.split(choice.text.push(*event->token));
+      choice.reply += delta.content;
+      choice.reasoning += delta.reasoning;
+      if (choice.text.stopped()) {
+        choice.stopped = true;
+        choice.handle.cancel();
       }
-      if (req.stream && (!delta.empty() || req.return_token_ids || !chunk_logprobs.empty() || first_chunk))
-        send_chunk(delta, "");
+      const bool any_text = !delta.content.empty() || !delta.reasoning.empty();
+      if (req.stream && (any_text || req.return_token_ids || !choice.chunk_logprobs.empty() || choice.first_chunk))
+        send_chunk(choice, event->choice, delta, "");
     }
-    if (event->end) end = event->end;
+    if (event->end && !choice.end) {
+      choice.end = event->end;
+      ++ended;
+    }
   }
 
-  const bool finished = end->kind == StreamEnd::Kind::finished || cancelled_by_stop;
   if (client_gone) {
     metrics_.request_done("cancelled");
     return;
   }
-  // A stream cancelled while its client is still there was cancelled by stop(): the server is
-  // shutting down. A stream's reply ends as usual, with finish_reason "cancelled"; a reply not
-  // yet begun is a 503.
-  const bool shutting_down = end->kind == StreamEnd::Kind::cancelled && !cancelled_by_stop;
+  // A stream cancelled while its client is still there, and not by a stop string, was cancelled
+  // by stop(): the server is shutting down. A stream's reply ends as usual, with finish_reason
+  // "cancelled"; a reply not yet begun is a 503.
+  bool shutting_down = false, failed = false;
+  std::string error;
+  for (auto& choice : choices) {
+    shutting_down |= choice->end->kind == StreamEnd::Kind::cancelled && !choice->stopped;
+    if (choice->end->kind == StreamEnd::Kind::failed) failed = true, error = choice->end->error;
+  }
   if (shutting_down && !req.stream) {
     send_error(responder, {503, "the server is shutting down", "server_busy", "", ""}, "cancelled");
     return;
   }
-  if (!finished && !shutting_down) {
+  if (failed && !shutting_down) {
+    cancel_all();
     if (req.stream) {
-      (void)responder.write_chunk(sse({{"error", {{"message", end->error}, {"type", "server_error"}}}}));
+      (void)responder.write_chunk(sse({{"error", {{"message", error}, {"type", "server_error"}}}}));
       responder.end_stream();
     } else {
-      responder.send(500, "application/json", error_body({500, end->error, "server_error", "", ""}));
+      responder.send(500, "application/json", error_body({500, error, "server_error", "", ""}));
     }
     metrics_.request_done("failed");
     return;
   }
-  std::string tail = cancelled_by_stop ? std::string() : text.finish();
-  reply += tail;
-  std::string finish_reason = shutting_down ? "cancelled"
-                              : cancelled_by_stop || end->reason == FinishReason::stop
-                                  ? "stop"
-                                  : finish_reason_name(end->reason);
+  // The usage of every choice together: the prompt once, every choice's tokens and drafts.
+  StreamEnd all = *choices.front()->end;
+  size_t completion_tokens = 0;
+  all.drafted = all.accepted_drafts = 0;
+  for (auto& choice : choices) {
+    completion_tokens += choice->ids.size();
+    all.drafted += choice->end->drafted;
+    all.accepted_drafts += choice->end->accepted_drafts;
+  }
+  const nlohmann::json usage = usage_json(req.generate.prompt.size(), completion_tokens, all);
+  nlohmann::json replies = nlohmann::json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    Choice& choice = *choices[i];
+    ReasoningSplitter::Pieces tail = choice.split(choice.stopped ? std::string() : choice.text.finish());
+    if (choice.splitter) {
+      const ReasoningSplitter::Pieces held = choice.splitter->finish();
+      tail.reasoning += held.reasoning;
+      tail.content += held.content;
+    }
+    choice.reply += tail.content;
+    choice.reasoning += tail.reasoning;
+    const std::string finish_reason = shutting_down ? "cancelled"
+                                      : choice.stopped || choice.end->reason == FinishReason::stop
+                                          ? "stop"
+                                          : finish_reason_name(choice.end->reason);
+    if (req.stream)
+      send_chunk(choice, int(i), tail, finish_reason);
+    else
+      replies.push_back(reply_choice(header, int(i), choice.reply, req.return_token_ids ? &choice.ids : nullptr,
+                                     logprobs_json(text_, choice.logprobs, chat, 0), finish_reason,
+                                     choice.splitter && choice.splitter->thought() ? &choice.reasoning : nullptr));
+  }
   if (req.stream) {
-    send_chunk(tail, finish_reason);
     if (req.include_usage && !client_gone) {
-      nlohmann::json usage = stream_chunk(header, "", false, nullptr, nullptr, "");
-      usage["choices"] = nlohmann::json::array();
-      usage["usage"] = usage_json(req.generate.prompt.size(), ids.size(), *end);
-      (void)responder.write_chunk(sse(usage));
+      nlohmann::json chunk = stream_chunk(header, "", false, nullptr, nullptr, "");
+      chunk["choices"] = nlohmann::json::array();
+      chunk["usage"] = usage;
+      (void)responder.write_chunk(sse(chunk));
     }
     if (!client_gone) (void)responder.write_chunk("data: [DONE]\n\n");
     responder.end_stream();
   } else {
-    nlohmann::json body = full_reply(header, reply, req.return_token_ids ? &ids : nullptr,
-                                     logprobs_json(text_, logprobs, chat, 0), finish_reason,
-                                     usage_json(req.generate.prompt.size(), ids.size(), *end),
-                                     req.generate.sampling.seed);
-    responder.send(200, "application/json", json_text(body));
+    responder.send(200, "application/json", json_text(full_reply(header, replies, usage, seed)));
   }
   metrics_.request_done(shutting_down ? "cancelled" : "ok");
 }

@@ -56,14 +56,15 @@ nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, const 
 
 nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,
                             const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
-                            const std::string& finish_reason) {
-  nlohmann::json choice = {{"index", 0},
+                            const std::string& finish_reason, const std::string& reasoning, int index) {
+  nlohmann::json choice = {{"index", index},
                            {"logprobs", logprobs},
                            {"finish_reason", finish_reason.empty() ? nlohmann::json() : nlohmann::json(finish_reason)}};
   if (header.chat) {
     nlohmann::json message = nlohmann::json::object();
     if (first) message["role"] = "assistant";
     if (!delta.empty() || first) message["content"] = delta;
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     choice["delta"] = message;
   } else {
     choice["text"] = delta;
@@ -77,18 +78,27 @@ nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta,
           {"seed", header.seed}};
 }
 
-nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
-                          const nlohmann::json& logprobs, const std::string& finish_reason,
-                          const nlohmann::json& usage, uint64_t seed) {
-  nlohmann::json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
-  if (header.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
+nlohmann::json reply_choice(const ReplyHeader& header, int index, const std::string& text,
+                            const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
+                            const std::string& finish_reason, const std::string* reasoning) {
+  nlohmann::json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+  if (header.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (reasoning) choice["message"]["reasoning_content"] = *reasoning;
+  } else {
+    choice["text"] = text;
+  }
   if (ids) choice["token_ids"] = *ids;
+  return choice;
+}
+
+nlohmann::json full_reply(const ReplyHeader& header, const nlohmann::json& choices, const nlohmann::json& usage,
+                          uint64_t seed) {
   return {{"id", header.id},
           {"object", header.chat ? "chat.completion" : "text_completion"},
           {"created", header.created},
           {"model", header.model},
-          {"choices", nlohmann::json::array({choice})},
+          {"choices", choices},
           {"usage", usage},
           {"seed", seed}};
 }

@@ -29,15 +29,20 @@ nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogpr
                              size_t text_offset);
 
 // One stream chunk: a text delta (and the role on the first chat chunk), ids, logprobs,
-// finish reason (empty: null).
+// finish reason (empty: null); a chat delta's thinking in reasoning_content when there is some.
 nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta, bool first,
                             const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
-                            const std::string& finish_reason);
+                            const std::string& finish_reason, const std::string& reasoning = "", int index = 0);
 
-// The whole reply of a non-streaming request.
-nlohmann::json full_reply(const ReplyHeader& header, const std::string& text, const std::vector<int32_t>* ids,
-                          const nlohmann::json& logprobs, const std::string& finish_reason,
-                          const nlohmann::json& usage, uint64_t seed);
+// One choice of a whole reply; `reasoning` (a chat reply that thought): its message's
+// reasoning_content.
+nlohmann::json reply_choice(const ReplyHeader& header, int index, const std::string& text,
+                            const std::vector<int32_t>* ids, const nlohmann::json& logprobs,
+                            const std::string& finish_reason, const std::string* reasoning = nullptr);
+
+// The whole reply of a non-streaming request: its choices (reply_choice), usage and seed.
+nlohmann::json full_reply(const ReplyHeader& header, const nlohmann::json& choices, const nlohmann::json& usage,
+                          uint64_t seed);
 
 // OpenAI's usage object, with prompt_tokens_details.cached_tokens (the prompt positions the
 // prompt cache gave, not filled) and completion_tokens_details: accepted_prediction_tokens (the

@@ -1,7 +1,9 @@
 #include "server/openai_request.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 
 #include "server/request_fields.h"
@@ -9,6 +11,8 @@
 namespace lockstep {
 
 namespace {
+
+constexpr int64_t kMaxChoices = 16;  // n: choices a request may ask for
 
 RequestError bad(const std::string& message, const std::string& param = "") {
   return RequestError{400, message, "invalid_request_error", param, ""};
@@ -38,6 +42,24 @@ std::optional<uint64_t> seed_field(const nlohmann::json& body, std::optional<Req
   if (it->is_number_unsigned()) return it->get<uint64_t>();
   error = it->is_number_integer() ? bad("'seed' must not be negative", "seed")
                                   : bad("'seed' must be an integer from 0 to 2^64 - 1", "seed");
+  return std::nullopt;
+}
+
+// logit_bias: {"token id": bias, ...}, as OpenAI sends it (keys are decimal ids).
+std::optional<RequestError> read_logit_bias(const nlohmann::json& body, LogitAdjustments& adjust) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return bad("'logit_bias' must be an object of token ids to biases", "logit_bias");
+  if (it->size() > 1024) return bad("'logit_bias' may name at most 1024 tokens", "logit_bias");
+  for (auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || id < INT32_MIN || id > INT32_MAX)
+      return bad("'logit_bias' keys must be token ids, not '" + key + "'", "logit_bias");
+    if (!value.is_number()) return bad("'logit_bias' values must be numbers", "logit_bias");
+    adjust.bias.push_back({int32_t(id), float(value.get<double>())});
+  }
   return std::nullopt;
 }
 
@@ -165,6 +187,11 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   out.stream = field<bool>(body, "stream", error).value_or(false);
   out.return_token_ids = field<bool>(body, "return_token_ids", error).value_or(false);
   out.generate.draft = field<bool>(body, "draft", error).value_or(true);
+  LogitAdjustments& adjust = out.generate.adjust;
+  adjust.presence = float(field<double>(body, "presence_penalty", error).value_or(0.0));
+  adjust.frequency = float(field<double>(body, "frequency_penalty", error).value_or(0.0));
+  adjust.repetition = float(field<double>(body, "repetition_penalty", error).value_or(1.0));
+  if (auto bias_error = read_logit_bias(body, adjust)) return *bias_error;
   out.echo = !chat && field<bool>(body, "echo", error).value_or(false);
   out.generate.ignore_eos = field<bool>(body, "ignore_eos", error).value_or(false);
   out.generate.cache_prompt = field<bool>(body, "cache_prompt", error).value_or(true);
@@ -201,7 +228,8 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
       return bad("'stop' must be a string or an array of up to 16 strings", "stop");
     }
   }
-  if (n && *n != 1) return bad("only n = 1 is supported", "n");
+  if (n && (*n < 1 || *n > kMaxChoices)) return bad("'n' must be between 1 and " + std::to_string(kMaxChoices), "n");
+  out.n = int32_t(n.value_or(1));
   out.generate.max_tokens = max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
   SamplingParams& sampling = out.generate.sampling;
   sampling.temperature = float(temperature.value_or(context.default_temperature));

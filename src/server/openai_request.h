@@ -43,6 +43,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false;
+  int32_t n = 1;                // choices: choice i samples with seed + i
   bool echo = false;            // completions: the reply text starts with the prompt
   std::string prompt_text;      // for echo
 };

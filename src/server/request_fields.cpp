@@ -8,9 +8,11 @@ namespace lockstep {
 namespace {
 
 // Fields both endpoints act on. `user` is OpenAI's end-user id, which only labels a request.
-constexpr std::array<std::string_view, 16> kCommon = {
-    "model",  "max_tokens",     "temperature", "top_p",  "top_k",        "min_p", "seed",         "n",
-    "stream", "stream_options", "stop",        "logprobs", "ignore_eos", "draft", "return_token_ids", "cache_prompt"};
+constexpr std::array<std::string_view, 20> kCommon = {
+    "model",          "max_tokens",       "temperature",        "top_p",      "top_k",
+    "min_p",          "seed",             "n",                  "stream",     "stream_options",
+    "stop",           "logprobs",         "ignore_eos",         "draft",      "return_token_ids",
+    "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias"};
 constexpr std::array<std::string_view, 4> kChat = {"messages", "max_completion_tokens", "top_logprobs",
                                                    "chat_template_kwargs"};
 constexpr std::array<std::string_view, 2> kCompletions = {"prompt", "echo"};
@@ -26,9 +28,6 @@ bool in(const std::array<std::string_view, N>& names, const std::string& key) {
 bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
   if (value.is_null() || key == "user") return true;
   auto number_is = [&](double neutral_value) { return value.is_number() && value.get<double>() == neutral_value; };
-  if (key == "presence_penalty" || key == "frequency_penalty") return number_is(0.0);
-  if (key == "repetition_penalty") return number_is(1.0);
-  if (key == "logit_bias") return value.is_object() && value.empty();
   if (key == "best_of") return !chat && number_is(1.0);
   if (key == "tools" || key == "functions") return value.is_array() && value.empty();
   if (key == "tool_choice") return value == "none";
@@ -43,8 +42,6 @@ std::string why(const std::string& key, bool chat) {
     return "'" + key + "' is not supported yet: lockstep does not call tools yet";
   if (key == "response_format" || key == "grammar" || key == "guided_json")
     return "'" + key + "' is not supported yet: lockstep has no structured output yet";
-  if (key == "presence_penalty" || key == "frequency_penalty" || key == "repetition_penalty" || key == "logit_bias")
-    return "'" + key + "' is not supported yet (only its neutral value, which changes nothing)";
   if ((chat && (key == "prompt" || key == "echo")) || (!chat && key == "messages"))
     return "'" + key + "' belongs to " + (chat ? "/v1/completions" : "/v1/chat/completions");
   return "'" + key + "' is not a field lockstep supports";

@@ -1,4 +1,5 @@
-// Carries one stream's events from the lane thread to the HTTP thread that answers it.
+// Carries a reply's streams' events (one stream a choice) from the lane thread to the HTTP thread
+// that answers it.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 namespace lockstep {
 
 struct ChannelEvent {
+  int choice = 0;  // the reply's choice whose stream sent it (n > 1)
   std::optional<int32_t> token;
   std::optional<TokenLogprobs> logprobs;
   std::optional<StreamEnd> end;
@@ -22,17 +24,20 @@ struct ChannelEvent {
 // Shared by the HTTP thread and the stream's callbacks, so it lives until both are done.
 class StreamChannel : public std::enable_shared_from_this<StreamChannel> {
  public:
-  // The events to hand to LaneHost::submit; they push into this channel.
-  StreamEvents events(bool with_logprobs) {
+  // The events to hand to LaneHost::submit for the reply's choice `choice`; they push into this
+  // channel (one channel carries every choice of a reply).
+  StreamEvents events(bool with_logprobs, int choice = 0) {
     auto self = shared_from_this();
     StreamEvents out;
-    out.on_token = [self](int32_t id) { self->push({id, std::nullopt, std::nullopt, std::chrono::steady_clock::now()}); };
-    out.on_end = [self](const StreamEnd& end) {
-      self->push({std::nullopt, std::nullopt, end, std::chrono::steady_clock::now()});
+    out.on_token = [self, choice](int32_t id) {
+      self->push({choice, id, std::nullopt, std::nullopt, std::chrono::steady_clock::now()});
+    };
+    out.on_end = [self, choice](const StreamEnd& end) {
+      self->push({choice, std::nullopt, std::nullopt, end, std::chrono::steady_clock::now()});
     };
     if (with_logprobs)
-      out.on_logprobs = [self](const TokenLogprobs& lp) {
-        self->push({std::nullopt, lp, std::nullopt, std::chrono::steady_clock::now()});
+      out.on_logprobs = [self, choice](const TokenLogprobs& lp) {
+        self->push({choice, std::nullopt, lp, std::nullopt, std::chrono::steady_clock::now()});
       };
     return out;
   }

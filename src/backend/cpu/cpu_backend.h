@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                  const Tensor& out) override;
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
+  void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) override;
   // compute_logprobs (sampling/logprobs.h) on each row.
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;

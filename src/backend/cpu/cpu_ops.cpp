@@ -121,6 +121,14 @@ void CpuBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows
     ids.as<int32_t>()[r] = sampler_->sample(logits.as<float>() + int64_t(r) * vocab, rows[r].params, rows[r].position);
 }
 
+void CpuBackend::edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) {
+  const int64_t vocab = logits.cols();
+  for (const LogitEdit& edit : edits) {
+    float& logit = logits.as<float>()[int64_t(edit.row) * vocab + edit.token];
+    logit = edited_logit(logit, edit);
+  }
+}
+
 void CpuBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
                                 const Tensor& top_ids) {
   const int64_t vocab = logits.cols(), top = top_ids.cols();

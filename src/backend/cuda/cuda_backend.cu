@@ -180,6 +180,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
 void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   cuda::sample(*context_, logits, rows, ids);
 }
+void CudaBackend::edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) {
+  cuda::edit_logits(*context_, logits, edits);
+}
 void CudaBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
                                  const Tensor& top_ids) {
   cuda::token_logprobs(*context_, logits, ids, logprobs, top_ids);

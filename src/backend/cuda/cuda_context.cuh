@@ -43,6 +43,7 @@ struct MoeScratch {
 struct SampleScratch {
   ScratchBuffer settings;  // each row's RowSettings, then its best keys by part
   ScratchBuffer lists;     // each sampled row's candidate lists
+  ScratchBuffer edits;     // edit_logits' LogitEdits
 };
 
 // The scratch of every op family.

@@ -50,6 +50,17 @@ __global__ void conv1d_silu_kernel(const float* x, const float* weight, const fl
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
 
+// The sequence of row r: the last whose first row is at or before r.
+__device__ inline int64_t sequence_of_row(const Seqs& seqs, int64_t n_seqs, int64_t r) {
+  int64_t s = 0;
+  for (int64_t lo = 0, hi = n_seqs - 1; lo <= hi;) {
+    const int64_t mid = (lo + hi) / 2;
+    if (seqs.begin[mid] <= r) s = mid, lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return s;
+}
+
 // The input of sequence s, channel c at offset `at` of this launch's rows; before its first row
 // (at < 0), from the saved history (oldest first), or zero for a fresh sequence.
 __device__ inline float conv_input(const float* x, const float* history, const Seqs& seqs, int64_t s, int64_t at,
@@ -68,12 +79,7 @@ __global__ void conv1d_silu_rows_kernel(const float* x, const float* weight, con
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_rows * channels) return;
   const int64_t r = i / channels, c = i % channels;
-  int64_t s = 0;  // the sequence of row r: the last with seq_begin <= r
-  for (int64_t lo = 0, hi = n_seqs - 1; lo <= hi;) {
-    const int64_t mid = (lo + hi) / 2;
-    if (seqs.begin[mid] <= r) s = mid, lo = mid + 1;
-    else hi = mid - 1;
-  }
+  const int64_t s = sequence_of_row(seqs, n_seqs, r);
   const int keep = kernel - 1;
   const int64_t offset = r - seqs.begin[s];
   const float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;
@@ -94,12 +100,7 @@ __global__ void conv1d_row_history_kernel(const float* x, float* conv_state, Seq
   if (i >= n_rows * channels) return;
   const int64_t r = i / channels, c = i % channels;
   if (seqs.row_slot[r] < 0) return;
-  int64_t s = 0;  // the sequence of row r, as in conv1d_silu_rows_kernel
-  for (int64_t lo = 0, hi = n_seqs - 1; lo <= hi;) {
-    const int64_t mid = (lo + hi) / 2;
-    if (seqs.begin[mid] <= r) s = mid, lo = mid + 1;
-    else hi = mid - 1;
-  }
+  const int64_t s = sequence_of_row(seqs, n_seqs, r);
   const int keep = kernel - 1;
   const int64_t offset = r - seqs.begin[s];
   const float* history = conv_state + (int64_t(seqs.slot[s]) * channels + c) * keep;

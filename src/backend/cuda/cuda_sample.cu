@@ -343,9 +343,36 @@ __global__ void __launch_bounds__(kLogprobThreads)
   }
 }
 
+// One thread per edit: edited_logit (sampling/logit_edits.h), each product, quotient and sum
+// rounded on its own as the host's are (no contraction into fused multiply-adds).
+__global__ void edit_logits_kernel(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) {
+  cuda::start_kernel();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const LogitEdit e = edits[i];
+  float* logit = logits + int64_t(e.row) * vocab + e.token;
+  float x = *logit;
+  if (e.repetition != 1.0f && e.in_context) x = x > 0.0f ? __fdiv_rn(x, e.repetition) : __fmul_rn(x, e.repetition);
+  x = __fsub_rn(x, __fmul_rn(e.presence, e.count > 0.0f ? 1.0f : 0.0f));
+  x = __fsub_rn(x, __fmul_rn(e.frequency, e.count));
+  *logit = __fadd_rn(x, e.bias);
+}
+
 }  // namespace
 
 namespace cuda {
+
+void edit_logits(Context& context, const Tensor& logits, const std::vector<LogitEdit>& edits) {
+  if (edits.empty()) return;
+  const int64_t n = int64_t(edits.size());
+  Tensor staged;
+  staged.dtype = DType::i32;
+  staged.shape = {n * int64_t(sizeof(LogitEdit) / 4)};
+  staged.data = context.scratch.sample.edits.get(context.launches, staged.bytes());
+  context.upload(staged, edits.data());
+  launch(edit_logits_kernel, blocks_for(n, 256), 256, 0, context.launches, ptr<float>(logits), logits.cols(),
+         static_cast<const LogitEdit*>(staged.data), n);
+}
 
 void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   const int64_t n = logits.rows(), vocab = logits.cols();
