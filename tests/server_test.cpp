@@ -141,7 +141,7 @@ TEST_P(ServerTest, BadInputGetsA4xxAndGoodStreamsFinishIdentically) {
       {R"({"prompt": [1, 2], "max_tokens": -1})", 400, "max_tokens"},
       {R"({"prompt": [1, 2], "temperature": -1})", 400, "temperature"},
       {R"({"prompt": [1, 2], "top_p": 7})", 400, "top_p"},
-      {R"({"prompt": [1, 2], "n": 2})", 400, "n"},
+      {R"({"prompt": [1, 2], "n": 17})", 400, "n"},
       {R"({"prompt": [1, 2], "logprobs": 21})", 400, "logprobs"},
       {R"({"prompt": [1, 2], "stop": 5})", 400, "stop"},
       // Found by the fuzzers: wrong types that once made a 500.
