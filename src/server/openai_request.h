@@ -30,9 +30,9 @@ struct RequestContext {
   const ModelInfo* info = nullptr;
   const ModelText* text = nullptr;
   std::string model_name;       // the id /v1/models lists, and replies carry
-  std::vector<std::string> aliases;  // more names a request may give as "model" (--served-model-name)
   float default_temperature = 0.0f;
   bool thinking = true;         // false: --no-thinking (enable_thinking=false unless the request says)
+  std::vector<std::string> aliases = {};  // more names a request may give as "model" (--served-model-name)
 };
 
 struct CompletionRequest {
