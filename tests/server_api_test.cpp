@@ -124,6 +124,11 @@ TEST(ServerApi, ChoiceIIsTheRequestWithSeedPlusI) {
   HttpReply too_many = http_request(server.port(), "POST", "/v1/completions", body_of({{"n", 17}}).dump());
   EXPECT_EQ(too_many.status, 400);
   EXPECT_EQ(json::parse(too_many.body)["error"]["param"], "n");
+  // More choices than the server ever runs and queues at once can never be served: a 400, not a 503.
+  TestServer small(test_data("llama"), "llama", {.parallel = 1, .max_queue = 0});
+  HttpReply never = http_request(small.port(), "POST", "/v1/completions", body_of({{"n", 2}}).dump());
+  EXPECT_EQ(never.status, 400) << never.body;
+  EXPECT_EQ(json::parse(never.body)["error"]["param"], "n");
 }
 
 TEST(ServerApi, EverySeedAReplyReportsCanBeSentBack) {

@@ -205,6 +205,9 @@ TEST_F(TextServer, TokenizeDetokenizeAndApplyTemplateAreTheServersOwnSteps) {
   auto rendered = text().render(messages, json::object());
   ASSERT_TRUE(rendered.ok());
   EXPECT_EQ(prompt, *rendered);
+  json parts = json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "h"}},
+                                                                       {{"type", "text"}, {"text", "i"}}})}}});
+  EXPECT_EQ(post("/apply-template", {{"messages", parts}})["prompt"], prompt) << "text parts, as the chat route takes them";
   for (auto [path, body] : {std::pair{"/tokenize", json{{"content", 5}}}, {"/tokenize", json{{"text", "x"}}},
                             {"/detokenize", json{{"tokens", {1, 100000}}}}, {"/apply-template", json{{"messages", 1}}}}) {
     HttpReply reply = http_request(server->port(), "POST", path, body.dump());

@@ -127,7 +127,7 @@ int run_serve(const ServeFlags& flags) {
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
             << flags.host << ":" << server.port() << " with " << flags.parallel << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
-            << "; " << describe_drafts(settings.lanes, loaded->model->info()) << std::endl;
+            << "; " << describe_drafts(api.lanes().settings(), loaded->model->info()) << std::endl;
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     int signal = 0;

@@ -36,22 +36,27 @@ void LaneHost::settle_window(const Window& window, bool drafting) {
   while (agreed < window.drafts && result_.ids[size_t(first + agreed)] == stream.drafts[size_t(agreed)]) ++agreed;
   if (agreed < window.drafts && stream.memory.slot >= 0)
     runner_.copy_state(plan_.batch.row_slots[size_t(first + agreed)], stream.memory.slot);
-  {
+  // Counted as delivered: drafts past an end or a cancel inside the window are not.
+  auto count = [&](int32_t delivered) {
     std::lock_guard lock(mutex_);
     stats_.drafted += uint64_t(window.drafts);
-    stats_.accepted += uint64_t(agreed);
+    stats_.accepted += uint64_t(delivered);
     for (int32_t j = 0; j < window.drafts; ++j) {
       ++stats_.drafted_at[size_t(j)];
-      stats_.accepted_at[size_t(j)] += j < agreed;
+      stats_.accepted_at[size_t(j)] += j < delivered;
     }
-  }
+  };
   stream.drafts.clear();
   stream.drafted += window.drafts;
   const int64_t position = int64_t(stream.tokens.size()) - 1;  // the window's first row's
   for (int32_t j = 0; j <= agreed; ++j) {
     stream.accepted += j < agreed;
-    if (!accept_token(stream, result_.ids[size_t(first + j)], result_.logprobs[size_t(first + j)])) return;
+    if (!accept_token(stream, result_.ids[size_t(first + j)], result_.logprobs[size_t(first + j)])) {
+      count(std::min(j + 1, agreed));
+      return;
+    }
   }
+  count(agreed);
   if (drafting && stream.drafts_on) absorb(stream, first, position, agreed + 1, true);
 }
 

@@ -12,6 +12,7 @@
 #include "server/stop_strings.h"
 #include "server/stream_channel.h"
 #include "tokenizer/streaming_detokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep {
 
@@ -51,9 +52,14 @@ struct Choice {
       : text(model_text, stops) {
     // Chat replies keep their thinking apart (reasoning.h); the prompt may open it.
     if (chat && model_text.has_tokenizer()) {
+      const Tokenizer& tokenizer = model_text.tokenizer();
       const size_t tail = std::min<size_t>(prompt.size(), 16);
       splitter.emplace(prompt_opens_thinking(
-          model_text.tokenizer().decode(std::vector<int32_t>(prompt.end() - int64_t(tail), prompt.end()))));
+          tokenizer.decode(std::vector<int32_t>(prompt.end() - int64_t(tail), prompt.end()))));
+      // Think tags that are special tokens never reach the reply's text (special tokens are
+      // skipped): their ids switch the splitter instead.
+      for (auto [tag, id] : {std::pair{"<think>", &open_id}, {"</think>", &close_id}})
+        if (auto found = tokenizer.token_to_id(tag); found && tokenizer.is_special(*found)) *id = *found;
     }
   }
   // A piece of reply text, split into (reasoning, content).
@@ -61,10 +67,21 @@ struct Choice {
     if (!splitter) return {"", piece};
     return splitter->push(piece);
   }
+  // The text token `id` adds, split; a special think tag's id adds its tag.
+  ReasoningSplitter::Pieces split_token(int32_t id) {
+    ReasoningSplitter::Pieces pieces = split(text.push(id));
+    if (splitter && (id == open_id || id == close_id)) {
+      const ReasoningSplitter::Pieces tag = splitter->push(id == open_id ? "<think>" : "</think>");
+      pieces.reasoning += tag.reasoning;
+      pieces.content += tag.content;
+    }
+    return pieces;
+  }
 
   StreamHandle handle;
   ReplyText text;
   std::optional<ReasoningSplitter> splitter;
+  int32_t open_id = -1, close_id = -1;  // think tags that are special tokens
   std::string reply, reasoning;
   std::vector<int32_t> ids, chunk_ids;
   std::vector<TokenLogprobs> logprobs, chunk_logprobs;
@@ -85,6 +102,12 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
 
   // Choice i is the stream of the request with seed + i: the same tokens as that request alone.
+  const LaneSettings& lanes = lanes_.settings();
+  if (req.n > 1 && int64_t(req.n) > int64_t(lanes.max_streams) + lanes.max_queue)
+    return send_error(responder, {400, "n = " + std::to_string(req.n) + " choices are more streams than this server "
+                                       "runs and queues at once (" + std::to_string(lanes.max_streams + lanes.max_queue) + ")",
+                                  "invalid_request_error", "n", ""},
+                      "invalid");
   auto channel = std::make_shared<StreamChannel>();
   std::vector<std::unique_ptr<Choice>> choices;
   const uint64_t seed = req.generate.sampling.seed;
@@ -157,7 +180,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       if (choice.stopped) continue;
       choice.ids.push_back(*event->token);
       choice.chunk_ids.push_back(*event->token);
-      const ReasoningSplitter::Pieces delta = choice.split(choice.text.push(*event->token));
+      const ReasoningSplitter::Pieces delta = choice.split_token(*event->token);
       choice.reply += delta.content;
       choice.reasoning += delta.reasoning;
       if (choice.text.stopped()) {
@@ -209,7 +232,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   for (auto& choice : choices) {
     completion_tokens += choice->ids.size();
     all.drafted += choice->end->drafted;
-    all.accepted_drafts += choice->end->accepted_drafts;
+    // Tokens after a stop string are not the reply's, drafts or not.
+    all.accepted_drafts += std::min<int64_t>(choice->end->accepted_drafts, int64_t(choice->ids.size()));
   }
   const nlohmann::json usage = usage_json(req.generate.prompt.size(), completion_tokens, all);
   nlohmann::json replies = nlohmann::json::array();

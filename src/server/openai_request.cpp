@@ -91,18 +91,9 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
   const size_t max_ids = size_t(std::max<int64_t>(context.info->max_context, 0));
   if (chat) {
     auto messages = body.find("messages");
-    if (messages == body.end() || !messages->is_array()) return bad("'messages' must be an array", "messages");
-    if (messages->empty()) return bad("'messages' is empty", "messages");
-    nlohmann::json normalised = nlohmann::json::array();
-    for (const auto& message : *messages) {
-      if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
-        return bad("each message needs a string 'role'", "messages");
-      auto content = content_text(message.value("content", nlohmann::json()));
-      if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
-      nlohmann::json copy = message;
-      copy["content"] = *content;
-      normalised.push_back(copy);
-    }
+    nlohmann::json normalised;
+    if (auto problem = chat_messages(messages == body.end() ? nlohmann::json() : *messages, normalised))
+      return *problem;
     nlohmann::json kwargs = nlohmann::json::object();
     if (!context.thinking) kwargs["enable_thinking"] = false;
     if (auto extra = body.find("chat_template_kwargs"); extra != body.end() && !extra->is_null()) {
@@ -145,6 +136,22 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
 }
 
 }  // namespace
+
+std::optional<RequestError> chat_messages(const nlohmann::json& messages, nlohmann::json& out) {
+  if (!messages.is_array()) return bad("'messages' must be an array", "messages");
+  if (messages.empty()) return bad("'messages' is empty", "messages");
+  out = nlohmann::json::array();
+  for (const auto& message : messages) {
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
+      return bad("each message needs a string 'role'", "messages");
+    auto content = content_text(message.value("content", nlohmann::json()));
+    if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
+    nlohmann::json copy = message;
+    copy["content"] = *content;
+    out.push_back(copy);
+  }
+  return std::nullopt;
+}
 
 std::string error_body(const RequestError& error) {
   nlohmann::json body = {{"error",

@@ -81,7 +81,9 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
     if (!get) return wrong_method("GET, HEAD");
     nlohmann::json data = nlohmann::json::array({model_object(settings_.model_name)});
     for (const std::string& alias : settings_.aliases) data.push_back(model_object(alias));
-    return responder.send(200, "application/json", nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+    return responder.send(200, "application/json",
+                          nlohmann::json{{"object", "list"}, {"data", data}}.dump(-1, ' ', false,
+                                                                                  nlohmann::json::error_handler_t::replace));
   }
   if (path.rfind("/v1/models/", 0) == 0) {
     if (!get) return wrong_method("GET, HEAD");
@@ -93,7 +95,8 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) 
                                              settings_.model_name + "'",
                                     "invalid_request_error", "model", "model_not_found"},
                         "invalid");
-    return responder.send(200, "application/json", model_object(id).dump());
+    return responder.send(200, "application/json",
+                          model_object(id).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
     if (!post) return wrong_method("POST");

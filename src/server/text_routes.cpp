@@ -45,12 +45,14 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
       if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
       const json& fields = std::get<json>(body);
       if (!text_.has_chat_template()) return refuse(bad("this model folder has no chat template"));
-      if (!fields.contains("messages") || !fields["messages"].is_array())
-        return refuse(bad("'messages' must be an array", "messages"));
+      json messages;
+      if (auto problem = chat_messages(fields.value("messages", json()), messages)) return refuse(*problem);
       json kwargs = fields.value("chat_template_kwargs", json::object());
       if (!kwargs.is_object()) return refuse(bad("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
       if (!settings_.thinking && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
-      auto prompt = text_.render(fields["messages"], kwargs);
+      RenderLimits limits;  // a long render gives up when its client leaves or the server stops
+      limits.cancelled = [&] { return stopping_.load() || responder.client_gone(); };
+      auto prompt = text_.render(messages, kwargs, limits);
       if (!prompt.ok()) return refuse(bad(prompt.error().message, "messages"));
       return reply({{"prompt", *prompt}});
     }
