@@ -174,6 +174,27 @@ TEST(ServerApi, ModelNamesAliasesAndVersion) {
   EXPECT_TRUE(json::parse(version.body)["version"].is_string());
 }
 
+// --cors-origin: every response carries the origin, streams too, and a preflight (no key needed)
+// says what a page may send; without the flag there is no CORS header.
+TEST(ServerApi, CorsLetsBrowserPagesCallTheApi) {
+  TestServer server(test_data("llama"), "llama",
+                    {.parallel = 2, .max_queue = 8, .api_key = "k", .cors_origin = "https://app.example"});
+  HttpReply preflight = request_with(server.port(), "OPTIONS", "/v1/completions",
+                                     "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n");
+  EXPECT_EQ(preflight.status, 204);
+  EXPECT_EQ(preflight.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_NE(preflight.header("access-control-allow-headers").find("Authorization"), std::string::npos);
+  EXPECT_NE(preflight.header("access-control-allow-methods").find("POST"), std::string::npos);
+  HttpReply refused = http_request(server.port(), "GET", "/v1/models");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.header("access-control-allow-origin"), "https://app.example") << "errors carry it too";
+  HttpReply models = request_with(server.port(), "GET", "/v1/models", "Authorization: Bearer k\r\n");
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(models.header("access-control-allow-origin"), "https://app.example");
+  TestServer plain(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  EXPECT_EQ(http_request(plain.port(), "GET", "/v1/models").header("access-control-allow-origin"), "");
+}
+
 TEST(ServerApi, AnApiKeyGuardsEveryRouteButHealth) {
   TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8, .api_key = "s3cret"});
   EXPECT_EQ(http_request(server.port(), "GET", "/health").status, 200);

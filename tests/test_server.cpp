@@ -24,6 +24,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   settings.model_name = model_name;
   settings.aliases = options.aliases;
   settings.api_key = options.api_key;
+  settings.cors_origin = options.cors_origin;
   settings.lanes = {64, options.parallel, options.max_queue};
   settings.lanes.prompt_cache = options.prompt_cache;
   settings.lanes.host_bytes = size_t(1) << 28;

@@ -26,6 +26,7 @@ struct TestServerOptions {
   int32_t draft_tokens = 0;  // with a model that has an MTP head: drafts in rounds up to `parallel` wide
   std::vector<std::string> aliases = {};  // more model ids (--served-model-name)
   std::string api_key = "";              // --api-key
+  std::string cors_origin = "";          // --cors-origin
 };
 
 class TestServer {

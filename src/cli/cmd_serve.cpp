@@ -34,6 +34,7 @@ struct ServeFlags {
   DraftFlags drafts;
   std::vector<std::string> served_names;
   std::string api_key;
+  std::string cors_origin;
   double prompt_cache_gib = 8;
   bool prompt_cache_gib_given = false;
   HttpSettings http;
@@ -112,6 +113,7 @@ int run_serve(const ServeFlags& flags) {
   settings.model_name = flags.served_names.empty() ? folder_name(model_flags.model_dir) : flags.served_names[0];
   if (flags.served_names.size() > 1) settings.aliases.assign(flags.served_names.begin() + 1, flags.served_names.end());
   settings.api_key = flags.api_key;
+  settings.cors_origin = flags.cors_origin;
   if (const char* key = std::getenv("LOCKSTEP_API_KEY"); settings.api_key.empty() && key) settings.api_key = key;
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
@@ -191,6 +193,9 @@ Command add_serve_command(CLI::App& app) {
       ->each([](const std::string& name) {
         if (name.empty()) throw CLI::ValidationError("--served-model-name", "a name must not be empty");
       });
+  command->add_option("--cors-origin", flags->cors_origin,
+                      "let browser pages from this origin call the API (\"*\": any origin); answers preflight "
+                      "OPTIONS requests");
   command->add_option("--api-key", flags->api_key,
                       "requests need 'Authorization: Bearer KEY' (all routes but /health); also read from "
                       "LOCKSTEP_API_KEY");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/version.h"
@@ -53,8 +54,49 @@ nlohmann::json OpenAiServer::model_object(const std::string& id) const {
           {"max_model_len", lanes_.info().max_context}};
 }
 
-void OpenAiServer::handle(const HttpRequest& request, HttpResponder& responder) {
+namespace {
+
+// Adds the CORS header to every response of a server that allows an origin.
+class CorsResponder final : public HttpResponder {
+ public:
+  CorsResponder(HttpResponder& inner, const std::string& origin) : inner_(inner), origin_(origin) {}
+  void send(int status, const std::string& content_type, const std::string& body,
+            const std::map<std::string, std::string>& headers) override {
+    inner_.send(status, content_type, body, with_origin(headers));
+  }
+  void start_stream(int status, const std::string& content_type,
+                    const std::map<std::string, std::string>& headers) override {
+    inner_.start_stream(status, content_type, with_origin(headers));
+  }
+  bool write_chunk(const std::string& data) override { return inner_.write_chunk(data); }
+  void end_stream() override { inner_.end_stream(); }
+  bool client_gone() override { return inner_.client_gone(); }
+  void set_probe_chunk(std::string chunk) override { inner_.set_probe_chunk(std::move(chunk)); }
+
+ private:
+  std::map<std::string, std::string> with_origin(std::map<std::string, std::string> headers) const {
+    headers["Access-Control-Allow-Origin"] = origin_;
+    if (origin_ != "*") headers["Vary"] = "Origin";
+    return headers;
+  }
+  HttpResponder& inner_;
+  const std::string& origin_;
+};
+
+}  // namespace
+
+void OpenAiServer::handle(const HttpRequest& request, HttpResponder& plain) {
+  std::optional<CorsResponder> cors;
+  if (!settings_.cors_origin.empty()) cors.emplace(plain, settings_.cors_origin);
+  HttpResponder& responder = cors ? static_cast<HttpResponder&>(*cors) : plain;
   const std::string& path = request.path;
+  // A browser's preflight: which methods and headers it may send (before any API key, which a
+  // preflight never carries).
+  if (cors && request.method == "OPTIONS")
+    return responder.send(204, "text/plain", "",
+                          {{"Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS"},
+                           {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                           {"Access-Control-Max-Age", "600"}});
   // HEAD is GET without the body (the responder leaves it out).
   const bool get = request.method == "GET" || request.method == "HEAD", post = request.method == "POST";
   auto wrong_method = [&](const char* allowed) {

@@ -27,6 +27,7 @@ struct ServeSettings {
   std::string model_name;           // the id clients send as "model"
   std::vector<std::string> aliases; // more ids a client may send (--served-model-name beyond the first)
   std::string api_key;              // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  std::string cors_origin;          // non-empty: browsers from this origin ("*": any) may call the API
   LaneSettings lanes;
   float default_temperature = 0.0f;
   bool thinking = true;             // false: --no-thinking
