@@ -1,7 +1,8 @@
-// The CUDA backend against the CPU backend on fresh random data: every op, ragged shapes
-// included, with the GPU's outputs poisoned (NaN) before each run so that an element the GPU
-// never writes fails. Float results agree within 1e-5 relative (the two reduce in different
-// orders); ids agree exactly. Skipped where no CUDA device is present.
+// The CUDA backend against the CPU backend on fresh random data: every op but sampling's
+// (cuda_sample_test.cpp), ragged shapes included, with the GPU's outputs poisoned (NaN) before
+// each run so that an element the GPU never writes fails (cuda_vs_cpu.h). Float results agree
+// within 1e-5 relative (the two reduce in different orders); ids agree exactly. Skipped where no
+// CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -9,111 +10,13 @@
 #include <cstring>
 #include <random>
 
-#include "backend/backend_factory.h"
-#include "backend/cpu/cpu_backend.h"
+#include "cuda_vs_cpu.h"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace lockstep {
 namespace {
-
-class CudaVsCpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!backend_usable("cuda")) GTEST_SKIP() << "no CUDA device";
-    auto made = make_backend("cuda");
-    ASSERT_TRUE(made.ok());
-    gpu = std::move(*made);
-  }
-
-  // A tensor on both backends with the same contents.
-  struct Pair {
-    OwnedTensor cpu, gpu;
-  };
-
-  Pair make(DType dtype, Shape shape, const void* host) {
-    Pair p{cpu.alloc(dtype, shape), gpu->alloc(dtype, shape)};
-    cpu.upload(p.cpu, host);
-    gpu->upload(p.gpu, host);
-    return p;
-  }
-  Pair random(DType dtype, Shape shape, float scale = 1.0f) {
-    Tensor probe{nullptr, dtype, shape};
-    std::vector<uint8_t> host(probe.bytes());
-    std::normal_distribution<float> normal(0.0f, scale);
-    for (int64_t i = 0; i < probe.numel(); ++i) {
-      float v = normal(rng);
-      if (dtype == DType::bf16) {
-        uint16_t word = f32_to_bf16(v);
-        std::memcpy(host.data() + i * 2, &word, 2);
-      } else {
-        std::memcpy(host.data() + i * 4, &v, 4);
-      }
-    }
-    return make(dtype, shape, host.data());
-  }
-  Pair ints(Shape shape, const std::vector<int32_t>& values) { return make(DType::i32, shape, values.data()); }
-  // An output: zeros on the CPU, NaN on the GPU.
-  Pair output(DType dtype, Shape shape) {
-    Tensor probe{nullptr, dtype, shape};
-    std::vector<uint8_t> zeros(probe.bytes(), 0), poison(probe.bytes(), 0xff);
-    Pair p{cpu.alloc(dtype, shape), gpu->alloc(dtype, shape)};
-    cpu.upload(p.cpu, zeros.data());
-    gpu->upload(p.gpu, poison.data());
-    return p;
-  }
-  // The parts of a column split, `rows` rows of each width: one set the two separate ops fill
-  // (apart), one the fused op fills (fused; the CPU side too), with the views the ops take.
-  struct SplitParts {
-    std::vector<Pair> apart, fused;
-    std::vector<Tensor> apart_views, fused_views, cpu_views;
-  };
-  SplitParts split_parts(int64_t rows, const std::vector<int64_t>& widths) {
-    SplitParts parts;
-    for (int64_t width : widths) {
-      parts.apart.push_back(output(DType::f32, {rows, width}));
-      parts.fused.push_back(output(DType::f32, {rows, width}));
-      parts.apart_views.push_back(parts.apart.back().gpu.view());
-      parts.fused_views.push_back(parts.fused.back().gpu.view());
-      parts.cpu_views.push_back(parts.fused.back().cpu.view());
-    }
-    return parts;
-  }
-  // A state tensor both sides start from with the same random values.
-  Pair state(Shape shape) { return random(DType::f32, shape, 0.5f); }
-
-  std::vector<float> floats(Backend& b, const Tensor& t) {
-    std::vector<float> out(size_t(t.numel()));
-    b.download(out.data(), t);
-    return out;
-  }
-  void expect_close(const Pair& p, const char* what, double tolerance = 1e-5) {
-    std::vector<float> want = floats(cpu, p.cpu), got = floats(*gpu, p.gpu);
-    double diff = 0.0, norm = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_FALSE(std::isnan(got[i])) << what << ": element " << i << " not written (or NaN)";
-      diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-      norm += double(want[i]) * want[i];
-    }
-    EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tolerance) << what;
-  }
-  // Two GPU tensors hold the same bits (f32 or i32).
-  bool same_on_gpu(const Tensor& a, const Tensor& b) {
-    std::vector<float> va = floats(*gpu, a), vb = floats(*gpu, b);
-    return va.size() == vb.size() && std::memcmp(va.data(), vb.data(), va.size() * 4) == 0;
-  }
-  void expect_equal_ids(const Pair& p, const char* what) {
-    std::vector<int32_t> want(size_t(p.cpu.view().numel())), got(want.size());
-    cpu.download(want.data(), p.cpu);
-    gpu->download(got.data(), p.gpu);
-    EXPECT_EQ(want, got) << what;
-  }
-
-  CpuBackend cpu{0};
-  std::unique_ptr<Backend> gpu;
-  std::mt19937 rng{20261202};
-};
 
 TEST_F(CudaVsCpu, Matmul) {
   for (DType wtype : {DType::f32, DType::bf16}) {
@@ -294,112 +197,6 @@ TEST_F(CudaVsCpu, GatherSplitAndEmbed) {
 // The GPU sampler against the host Sampler, id for id: rows with ties, NaN and -inf, an all
 // -inf row, a +inf row, a peaked row and one whose top is zeros of both signs (-0 ties +0), under each filter alone and together, at several
 // positions and seeds. Each row is then sampled alone, and its id must not change.
-// Penalties and logit_bias: the same rule, each operation rounded on its own, bit for bit.
-TEST_F(CudaVsCpu, EditLogitsMatchesTheHostBitForBit) {
-  const int64_t n = 3, vocab = 1000;
-  Pair logits = random(DType::f32, {n, vocab}, 4.0f);
-  std::vector<LogitEdit> edits;
-  for (int32_t row = 0; row < n; ++row)
-    for (int32_t token = row; token < vocab; token += 37) {
-      LogitEdit e;
-      e.row = row;
-      e.token = token;
-      e.count = float(token % 5);
-      e.in_context = token % 3 == 0;
-      e.presence = 0.7f;
-      e.frequency = 0.31f;
-      e.repetition = row == 1 ? 1.0f : 1.37f;
-      e.bias = token % 7 == 0 ? -100.0f : 0.25f * float(row);
-      edits.push_back(e);
-    }
-  cpu.edit_logits(logits.cpu, edits);
-  gpu->edit_logits(logits.gpu, edits);
-  std::vector<float> on_gpu(size_t(n * vocab));
-  gpu->download(on_gpu.data(), logits.gpu);
-  EXPECT_EQ(std::memcmp(on_gpu.data(), logits.cpu.view().data, on_gpu.size() * sizeof(float)), 0);
-}
-
-TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
-  const int64_t n = 6, vocab = 50021;
-  std::vector<float> host(size_t(n * vocab));
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t i = 0; i < vocab; ++i) {
-      float v = normal(rng);
-      if (r == 1) v = std::round(v * 2.0f) / 2.0f;  // many ties
-      if (r == 1 && i % 97 == 0) v = i % 2 ? -INFINITY : NAN;
-      if (r == 2) v = -INFINITY;
-      if (r == 3 && (i == 17 || i == 40000)) v = INFINITY;
-      if (r == 4 && i == 12345) v = 25.0f;
-      if (r == 5) v = i % 1000 ? -std::fabs(v) : (i % 2000 ? 0.0f : -0.0f);  // the top: zeros of both signs
-      host[size_t(r * vocab + i)] = v;
-    }
-  }
-  Pair logits = make(DType::f32, {n, vocab}, host.data());
-  const std::vector<SamplingParams> settings = {
-      {0.0f},           {1.0f},         {0.7f, 40},      {1.0f, 0, 0.9f},          {1.3f, 0, 1.0f, 0.05f},
-      {0.8f, 50, 0.95f, 0.02f}, {5.0f, 0, 0.5f}, {0.05f}, {1.0f, 1}, {1.0f, 0, 1e-40f}, {1.0f, 0, 1.0f, 1.0f},
-      {100.0f, 3}};
-  for (SamplingParams params : settings) {
-    for (uint64_t seed : {uint64_t(1), (uint64_t(1) << 40) + 5}) {
-      for (int64_t position : {int64_t(0), int64_t(7), int64_t(1234567890123)}) {
-        params.seed = seed;
-        std::vector<SampleRow> rows;
-        for (int64_t r = 0; r < n; ++r) rows.push_back({params, position + r});
-        Pair ids = output(DType::i32, {n});
-        cpu.sample(logits.cpu, rows, ids.cpu);
-        gpu->sample(logits.gpu, rows, ids.gpu);
-        expect_equal_ids(ids, "sample");
-        std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
-        gpu->download(together.data(), ids.gpu);
-        for (int64_t r = 0; r < n; ++r) {
-          Pair one = output(DType::i32, {1});
-          gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
-          gpu->download(alone.data(), one.gpu);
-          EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
-        }
-      }
-    }
-  }
-}
-
-// token_logprobs against the CPU's compute_logprobs: the same alternatives in the same order
-// (ties to the lower id), values within float rounding (the GPU sums in another order), and a
-// row's first alternatives the same whatever `top` the launch has.
-TEST_F(CudaVsCpu, TokenLogprobsMatchTheHost) {
-  const int64_t n = 5, vocab = 50021, top = 20;
-  std::vector<float> host(size_t(n * vocab));
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < vocab; ++i) {
-      float v = normal(rng);
-      if (r == 1) v = std::round(v * 2.0f) / 2.0f;  // many ties
-      if (r == 2 && i % 5 == 0) v = -INFINITY;
-      if (r == 3 && i == 4321) v = 30.0f;
-      host[size_t(r * vocab + i)] = v;
-    }
-  Pair logits = make(DType::f32, {n, vocab}, host.data());
-  Pair ids = ints({n}, {0, 17, 5, 4321, vocab - 1});
-  Pair values = output(DType::f32, {n, 1 + top}), alternatives = output(DType::i32, {n, top});
-  cpu.token_logprobs(logits.cpu, ids.cpu, values.cpu, alternatives.cpu);
-  gpu->token_logprobs(logits.gpu, ids.gpu, values.gpu, alternatives.gpu);
-  expect_equal_ids(alternatives, "token_logprobs ids");
-  std::vector<float> want = floats(cpu, values.cpu), got = floats(*gpu, values.gpu);
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(want[i], got[i]) << "value " << i;
-      continue;
-    }
-    EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << "value " << i;
-  }
-  Pair five_values = output(DType::f32, {n, 6}), five = output(DType::i32, {n, 5});
-  gpu->token_logprobs(logits.gpu, ids.gpu, five_values.gpu, five.gpu);
-  std::vector<float> all = floats(*gpu, alternatives.gpu), first = floats(*gpu, five.gpu);
-  for (int64_t r = 0; r < n; ++r)
-    EXPECT_EQ(0, std::memcmp(&all[size_t(r * top)], &first[size_t(r * 5)], 5 * 4)) << "row " << r << ", top 5";
-}
-
-// Two shapes: a small one, and Nemotron's (16 query heads on each KV head, head_dim 128).
 TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
   for (auto [heads, kv_heads, head_dim] : {std::array<int64_t, 3>{4, 2, 64}, std::array<int64_t, 3>{32, 2, 128}}) {
     const int64_t page_size = 16, pages = 40, max_pages = 20;

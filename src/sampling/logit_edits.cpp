@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace lockstep {
 
@@ -27,38 +26,36 @@ std::string logit_adjustments_problem(const LogitAdjustments& adjust, int64_t vo
 }
 
 TokenCounts::TokenCounts(const LogitAdjustments& adjust, const std::vector<int32_t>& prompt) : adjust_(adjust) {
-  if (adjust.repetition != 1.0f) {
-    context_ = prompt;
-    std::sort(context_.begin(), context_.end());
-    context_.erase(std::unique(context_.begin(), context_.end()), context_.end());
-  }
+  penalties_ = adjust.presence != 0.0f || adjust.frequency != 0.0f || adjust.repetition != 1.0f;
+  if (adjust.repetition != 1.0f)
+    for (int32_t token : prompt) at(token).in_context = 1;
+  for (auto [token, value] : adjust.bias) at(token).bias = value;
 }
 
-void TokenCounts::add(int32_t generated) { ++generated_[generated]; }
+LogitEdit& TokenCounts::at(int32_t token) {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), token,
+                             [](const LogitEdit& edit, int32_t id) { return edit.token < id; });
+  if (it != entries_.end() && it->token == token) return *it;
+  LogitEdit edit;
+  edit.token = token;
+  edit.presence = adjust_.presence;
+  edit.frequency = adjust_.frequency;
+  edit.repetition = adjust_.repetition;
+  return *entries_.insert(it, edit);
+}
+
+void TokenCounts::add(int32_t generated) {
+  if (!penalties_) return;
+  LogitEdit& edit = at(generated);
+  edit.count += 1.0f;
+  edit.in_context = 1;
+}
 
 void TokenCounts::edits(int32_t row, std::vector<LogitEdit>& out) const {
-  // Every token with something to change, in id order: the generated ones, the prompt's (for
-  // repetition) and the biased ones.
-  std::map<int32_t, LogitEdit> by_token;
-  auto at = [&](int32_t token) -> LogitEdit& {
-    LogitEdit& edit = by_token[token];
+  for (LogitEdit edit : entries_) {
     edit.row = row;
-    edit.token = token;
-    edit.presence = adjust_.presence;
-    edit.frequency = adjust_.frequency;
-    edit.repetition = adjust_.repetition;
-    return edit;
-  };
-  const bool penalties = adjust_.presence != 0.0f || adjust_.frequency != 0.0f || adjust_.repetition != 1.0f;
-  if (penalties)
-    for (auto [token, count] : generated_) {
-      LogitEdit& edit = at(token);
-      edit.count = float(count);
-      edit.in_context = 1;
-    }
-  for (int32_t token : context_) at(token).in_context = 1;
-  for (auto [token, value] : adjust_.bias) at(token).bias = value;
-  for (auto& [token, edit] : by_token) out.push_back(edit);
+    out.push_back(edit);
+  }
 }
 
 void apply_edits(float* logits, int64_t vocab, const std::vector<LogitEdit>& edits) {

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,7 +44,8 @@ inline float edited_logit(float x, const LogitEdit& e) {
 std::string logit_adjustments_problem(const LogitAdjustments& adjust, int64_t vocab, std::string* field);
 
 // A stream's tokens as the rule counts them: the prompt's (for repetition) and each generated
-// id's count. edits() lists the changes for one logit row, one per token that needs one.
+// id's count. edits() lists the changes for one logit row, one per token that needs one, in id
+// order. Kept as those edits, updated per generated id, so a round copies them and nothing more.
 class TokenCounts {
  public:
   TokenCounts(const LogitAdjustments& adjust, const std::vector<int32_t>& prompt);
@@ -53,9 +53,12 @@ class TokenCounts {
   void edits(int32_t row, std::vector<LogitEdit>& out) const;
 
  private:
+  // The edit of `token`, made (with the adjustments' values) if it has none yet.
+  LogitEdit& at(int32_t token);
+
   LogitAdjustments adjust_;
-  std::unordered_map<int32_t, int64_t> generated_;  // id -> times generated
-  std::vector<int32_t> context_;                    // distinct prompt ids (repetition only)
+  bool penalties_ = false;          // any penalty: generated ids are counted
+  std::vector<LogitEdit> entries_;  // by token id
 };
 
 // Applies `edits` to one row of host logits (the alone runs' host sampling).

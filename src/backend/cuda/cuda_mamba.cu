@@ -123,7 +123,21 @@ __global__ void conv1d_history_kernel(const float* x, float* conv_state, Seqs se
   for (int j = 0; j < keep; ++j) history[j] = window[j];
 }
 
-// One warp's part of a head's state, from registers to `state` [P, N].
+// One warp's part of a head's state [P, N], into registers (zeros for a fresh sequence) and back.
+template <int kLaneStates>
+__device__ inline void load_state(const float* state, bool fresh, float (&h)[kColsPerWarp][kLaneStates], int warp,
+                                  int lane, int64_t P, int64_t N) {
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const int64_t p = int64_t(warp) * kColsPerWarp + j;
+#pragma unroll
+    for (int e = 0; e < kLaneStates; ++e) {
+      const int64_t n = lane + 32 * e;
+      h[j][e] = (fresh || p >= P || n >= N) ? 0.0f : state[p * N + n];
+    }
+  }
+}
+
 template <int kLaneStates>
 __device__ inline void store_state(float* state, const float (&h)[kColsPerWarp][kLaneStates], int warp, int lane,
                                    int64_t P, int64_t N) {
@@ -152,17 +166,8 @@ __global__ void ssm_scan_kernel(ScanArgs a, Seqs seqs, int warps_per_head) {
   const int64_t P = a.head_dim, N = a.state_size;
   const cuda::ScanHead k = cuda::scan_head(a, head);
   float* state = a.state + (int64_t(seqs.slot[s]) * a.heads + head) * P * N;
-  const bool fresh = seqs.start[s] == 0;
   float h[kColsPerWarp][kLaneStates];
-#pragma unroll
-  for (int j = 0; j < kColsPerWarp; ++j) {
-    const int64_t p = int64_t(warp) * kColsPerWarp + j;
-#pragma unroll
-    for (int e = 0; e < kLaneStates; ++e) {
-      const int64_t n = lane + 32 * e;
-      h[j][e] = (fresh || p >= P || n >= N) ? 0.0f : state[p * N + n];
-    }
-  }
+  load_state(state, seqs.start[s] == 0, h, warp, lane, P, N);
   const int64_t begin = seqs.begin[s], end = seqs.begin[s + 1];
   cuda::ScanRow<kLaneStates> row, next;
   if (begin < end) load_scan_row(a, begin, head, group, warp, lane, row);
