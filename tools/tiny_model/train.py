@@ -186,8 +186,8 @@ def mtp_losses(head, model, ids, mask, depth):
     token i + s + 1 from row i, counted where the main loss counts position i + s (mask)."""
     with torch.autocast("cuda", dtype=torch.bfloat16):
         with torch.no_grad():
-            hidden = model.backbone(input_ids=ids, use_cache=False).last_hidden_state
-        logits = head(model.backbone.embeddings, model.lm_head, ids, hidden, depth)
+            hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = head(model.get_input_embeddings(), model.lm_head, ids, hidden, depth)
     # Step s's last row predicts the token after the sequence: dropped.
     logits = [step_logits[:, :-1].float() for step_logits in logits]
     losses = []
@@ -201,14 +201,15 @@ def mtp_losses(head, model, ids, mask, depth):
 
 
 def check_hidden_states(model, ids):
-    """The head reads backbone(...).last_hidden_state as the main model's hidden state after norm_f: check
-    that the LM head of it gives the model's logits (else lockstep's head would read something else)."""
+    """The head reads base_model(...).last_hidden_state (transformers 5 names the backbone `model`) as the
+    main model's hidden state after norm_f: check that the LM head of it gives the model's logits (else
+    lockstep's head would read something else)."""
     with torch.no_grad():
         logits = model(input_ids=ids, use_cache=False).logits.float()
-        again = model.lm_head(model.backbone(input_ids=ids, use_cache=False).last_hidden_state).float()
+        again = model.lm_head(model.base_model(input_ids=ids, use_cache=False).last_hidden_state).float()
     diff = (logits - again).abs().max().item()
     if diff > 1e-3:
-        raise RuntimeError(f"lm_head(backbone(ids).last_hidden_state) differs from the logits by {diff}")
+        raise RuntimeError(f"lm_head(base_model(ids).last_hidden_state) differs from the logits by {diff}")
 
 
 def train_mtp(model, tokenizer, args, device):
@@ -333,7 +334,10 @@ def train(args):
     training_seconds = time.time() - started
 
     model.eval()
-    head, mtp_accuracy = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [])
+    head, mtp_accuracy = None, []
+    if args.mtp_steps > 0:
+        with fast_training_paths(model, paths):  # the frozen model's sequences are as long as in training
+            head, mtp_accuracy = train_mtp(model, tokenizer, args, device)
     heldout = corpus.examples(args.seed + 1000, args.eval, heldout=True)
     right = {}
     for task, question, expected in heldout:
