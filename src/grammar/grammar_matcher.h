@@ -1,0 +1,31 @@
+// Where a match of a Grammar can stand after some bytes: a set of stacks of grammar positions
+// (indexes into Grammar::elements()), top last. A stack's top is always a bytes element (the
+// next byte must be in its set); below it, where to go on as each rule above it completes.
+// Alternatives that share a prefix are followed side by side, one stack each.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace lockstep {
+
+struct GrammarState {
+  std::vector<std::vector<int32_t>> stacks;  // sorted and unique; none empty
+  bool can_end = false;                      // the bytes so far are a whole match
+
+  // Nothing more can follow (though the match may be whole: can_end).
+  bool finished() const { return stacks.empty(); }
+  bool operator==(const GrammarState& other) const = default;
+};
+
+// The state before any byte, at the grammar's root.
+GrammarState grammar_start(const Grammar& grammar);
+// The state after one more byte; finished() and !can_end when `byte` cannot come next.
+GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte);
+
+// Stacks deeper than this are dropped (a JSON value nested past it cannot be written).
+inline constexpr size_t kMaxGrammarDepth = 256;
+
+}  // namespace lockstep

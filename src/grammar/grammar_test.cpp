@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_masks.h"
+
+namespace lockstep {
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+bool matches(const Grammar& grammar, const std::string& text) {
+  GrammarState state = grammar_start(grammar);
+  for (char c : text) {
+    state = grammar_step(grammar, state, uint8_t(c));
+    if (state.finished() && !state.can_end) return false;
+  }
+  return state.can_end;
+}
+
+Grammar schema_grammar(const char* schema) {
+  Grammar grammar;
+  Expected<int32_t> root = add_json_schema(grammar, ordered::parse(schema));
+  EXPECT_TRUE(root.ok()) << (root.ok() ? "" : root.error().message);
+  if (root) grammar.set_root(*root);
+  return grammar;
+}
+
+TEST(GrammarTest, LiteralsChoicesAndRepeats) {
+  Grammar grammar;
+  const int32_t ab = grammar.choice({grammar.literal("ab"), grammar.literal("abc")});
+  grammar.set_root(grammar.sequence({ab, grammar.repeat(grammar.literal("x"), 1, 3)}));
+  EXPECT_TRUE(matches(grammar, "abx"));
+  EXPECT_TRUE(matches(grammar, "abcxxx"));
+  EXPECT_FALSE(matches(grammar, "abcxxxx"));
+  EXPECT_FALSE(matches(grammar, "ab"));
+  EXPECT_FALSE(matches(grammar, "abd"));
+}
+
+TEST(GrammarTest, UnboundedRepeatsDoNotDeepenTheStack) {
+  Grammar grammar;
+  grammar.set_root(grammar.repeat(grammar.literal("ab"), 0, -1));
+  GrammarState state = grammar_start(grammar);
+  for (int i = 0; i < 10000; ++i) {
+    state = grammar_step(grammar, state, 'a');
+    state = grammar_step(grammar, state, 'b');
+  }
+  ASSERT_TRUE(state.can_end);
+  for (const auto& stack : state.stacks) EXPECT_LE(stack.size(), 3u);
+}
+
+TEST(JsonSchemaGrammar, AcceptsWhatTheSchemaAllowsAndNothingElse) {
+  Grammar grammar = schema_grammar(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 4}, "age": {"type": "integer"},
+      "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "maxItems": 2},
+      "ok": {"type": ["boolean", "null"]}}, "required": ["name", "ok"], "additionalProperties": false})");
+  EXPECT_TRUE(matches(grammar, R"({"name": "ab\"c", "ok": true})"));
+  EXPECT_TRUE(matches(grammar, R"({"name":"","age":-12,"tags":["a",3],"ok":null})"));
+  EXPECT_TRUE(matches(grammar, R"({"name": "\u00e9x", "tags": [], "ok": false})"));
+  EXPECT_FALSE(matches(grammar, R"({"name": "abcde", "ok": true})"));         // too long
+  EXPECT_FALSE(matches(grammar, R"({"ok": true})"));                          // name required
+  EXPECT_FALSE(matches(grammar, R"({"ok": true, "name": "a"})"));             // schema order
+  EXPECT_FALSE(matches(grammar, R"({"name": "a", "age": 1.5, "ok": true})"));  // integer
+  EXPECT_FALSE(matches(grammar, R"({"name": "a", "tags": ["c"], "ok": true})"));
+  EXPECT_FALSE(matches(grammar, R"({"name": "a", "tags": ["a","b","a"], "ok": true})"));
+  EXPECT_FALSE(matches(grammar, R"({"name": "\ud800", "ok": true})"));  // a lone surrogate
+  EXPECT_FALSE(matches(grammar, "{\"name\": \"\x01\", \"ok\": true}"));  // a raw control byte
+  EXPECT_FALSE(matches(grammar, "{\"name\": \"\xc3\", \"ok\": true}"));   // cut UTF-8
+  EXPECT_TRUE(matches(grammar, "{\"name\": \"\xc3\xa9\", \"ok\": true}"));
+}
+
+TEST(JsonSchemaGrammar, NumbersRefsAndAnyValues) {
+  Grammar grammar = schema_grammar(R"({"$defs": {"node": {"type": "object", "properties": {
+      "v": {"type": "number"}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+      "required": ["v", "next"]}}, "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(matches(grammar, R"({"v": 1.5e-3, "next": {"v": 0, "next": null}})"));
+  EXPECT_FALSE(matches(grammar, R"({"v": 01, "next": null})"));
+  EXPECT_FALSE(matches(grammar, R"({"v": 1., "next": null})"));
+  Grammar any;
+  any.set_root(add_json_object(any));
+  EXPECT_TRUE(matches(any, R"({"a": [1, {"b": null}, "x"], "c": {}})"));
+  EXPECT_FALSE(matches(any, R"([1])"));
+  EXPECT_FALSE(matches(any, R"({"a": })"));
+}
+
+TEST(JsonSchemaGrammar, RefusesWhatItCannotKeepNamingWhere) {
+  auto refusal = [](const char* schema) {
+    Grammar grammar;
+    Expected<int32_t> root = add_json_schema(grammar, ordered::parse(schema));
+    return root.ok() ? std::string("accepted") : root.error().message;
+  };
+  EXPECT_EQ(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}})"),
+            "schema.properties.a: the keyword \"pattern\" is not supported in structured output");
+  EXPECT_EQ(refusal(R"({"type": "integer", "minimum": 0})"),
+            "schema: the keyword \"minimum\" is not supported in structured output");
+  EXPECT_EQ(refusal(R"({"type": "object", "properties": {}, "required": ["x"]})"),
+            "schema.required: names \"x\", which is not in properties");
+  EXPECT_EQ(refusal(R"({"$ref": "#/elsewhere"})"),
+            "schema.$ref: \"#/elsewhere\" is not \"#\" or a schema under #/$defs or #/definitions");
+  EXPECT_EQ(refusal(R"({"type": "decimal"})"), "schema.type: unknown type \"decimal\"");
+  EXPECT_EQ(refusal(R"({"type": "string", "maxLength": -1})"), "schema.maxLength: must be a non-negative integer");
+}
+
+// A vocabulary of single bytes, some pairs and an end id; masks by the trie must equal masks by
+// stepping each token's bytes through the grammar one at a time.
+TEST(TokenMasksTest, TrieMasksEqualTokenByTokenChecks) {
+  std::vector<std::string> spelled = {"", "{", "}", "\"", "a", "ab", "\"a", "\": ", ",", ":", " ", "1", "12", "-",
+                                      "true", "tr", "x\"}", "\\n", "\\", "n", "b", "{\"", "é", "\xc3", "\xa9"};
+  const int32_t end_id = int32_t(spelled.size());
+  spelled.push_back("");
+  auto vocabulary = std::make_shared<Vocabulary>(spelled, std::vector<int32_t>{end_id});
+  auto grammar = std::make_shared<Grammar>(schema_grammar(
+      R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}})"));
+  TokenMasks masks(grammar, vocabulary);
+  std::mt19937 random(7);
+  for (int walk = 0; walk < 40; ++walk) {
+    int32_t state = masks.start();
+    std::string text;
+    for (int step = 0; step < 30; ++step) {
+      const std::vector<uint32_t> mask = masks.mask(state);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocabulary->size(); ++id) {
+        bool by_bytes = false;
+        if (id == end_id) {
+          by_bytes = masks.can_end(state);
+        } else if (!spelled[size_t(id)].empty()) {
+          by_bytes = masks.after_token(state, id) >= 0;
+        }
+        const bool by_mask = (mask[size_t(id) >> 5] >> (id & 31)) & 1;
+        ASSERT_EQ(by_mask, by_bytes) << "token " << id << " at walk " << walk << " step " << step;
+        if (by_mask) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty()) << "after: " << text;
+      const int32_t pick = allowed[random() % allowed.size()];
+      if (pick == end_id) break;
+      state = masks.after_token(state, pick);
+      text += spelled[size_t(pick)];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep

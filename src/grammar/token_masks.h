@@ -1,0 +1,101 @@
+// Which tokens a grammar allows next, as a bit mask over the vocabulary (constrained decoding).
+// A token is allowed when every one of its bytes is, in turn; an end id when the match may end
+// there. Masks are cached by grammar state, and the states by (state, byte), so a stream that
+// comes back to a state (inside a string, between array items) pays nothing more for it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
+
+namespace lockstep {
+
+// A model's tokens as bytes, in a trie (preorder, each node knowing where its subtree ends) so
+// that tokens sharing a refused prefix are skipped together. Built once per model.
+class Vocabulary {
+ public:
+  // token_bytes[id]: the bytes the token adds to the text; empty: never allowed by a grammar
+  // (special tokens, unused ids). end_ids: the ids that end a reply.
+  Vocabulary(const std::vector<std::string>& token_bytes, std::vector<int32_t> end_ids);
+
+  int32_t size() const { return size_; }
+  int32_t mask_words() const { return (size_ + 31) / 32; }
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+  const std::string& bytes_of(int32_t id) const { return bytes_[size_t(id)]; }
+  bool is_end(int32_t id) const;
+
+  struct Node {
+    uint8_t byte = 0;
+    int32_t depth = 0;          // bytes from the root (the root: 0)
+    int32_t subtree_end = 0;    // the index after this node's subtree
+    int32_t first_token = 0, token_count = 0;  // into tokens(): the ids spelled exactly so
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+ private:
+  int32_t size_ = 0;
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> end_ids_;
+  std::vector<Node> nodes_;     // nodes_[0]: the root
+  std::vector<int32_t> tokens_;
+};
+
+// One grammar's states, transitions and masks over one vocabulary. Not thread-safe: one owner
+// (a request's streams, all on one lane thread) uses it.
+class TokenMasks {
+ public:
+  TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
+
+  int32_t start() const { return start_; }
+  // The state after `byte`, or -1 when the byte cannot come next.
+  int32_t next(int32_t state, uint8_t byte);
+  // The state after a token's bytes, or -1 when the token is not allowed.
+  int32_t after_token(int32_t state, int32_t id);
+  bool can_end(int32_t state) const { return states_[size_t(state)].can_end; }
+  // The allowed tokens in `state`: bit (id % 32) of word id / 32.
+  const std::vector<uint32_t>& mask(int32_t state);
+
+  const Vocabulary& vocabulary() const { return *vocabulary_; }
+  int64_t masks_computed() const { return masks_computed_; }
+
+ private:
+  int32_t intern(GrammarState state);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const Vocabulary> vocabulary_;
+  std::vector<GrammarState> states_;
+  std::unordered_map<std::string, int32_t> state_ids_;       // by the stacks, spelled out
+  std::unordered_map<uint64_t, int32_t> transitions_;        // (state << 8 | byte) -> state or -1
+  std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
+  std::vector<int32_t> trie_states_;                         // scratch for mask()
+  int32_t start_ = 0;
+  int64_t masks_computed_ = 0;
+};
+
+// One stream's place in its grammar. With `start_after` >= 0 the grammar applies only once that
+// id was generated (the end of thinking); until then every token is allowed.
+class Constraint {
+ public:
+  Constraint(std::shared_ptr<TokenMasks> masks, int32_t start_after);
+
+  // Whether this stream's next token is constrained.
+  bool active() const { return started_; }
+  // Appends the next token's mask (mask_words() words). After a token the grammar did not allow
+  // (none is ever picked: only end ids are then allowed).
+  void append_mask(std::vector<uint32_t>& bits) const;
+  void accept(int32_t id);
+
+ private:
+  std::shared_ptr<TokenMasks> masks_;
+  int32_t start_after_;
+  bool started_;
+  int32_t state_;  // -1: off the grammar
+};
+
+}  // namespace lockstep
