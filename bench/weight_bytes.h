@@ -102,6 +102,9 @@ class WeightBytes final : public Backend {
   void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) override {
     timed("edit_logits", [&] { inner_.edit_logits(logits, edits); });
   }
+  void mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) override {
+    timed("mask_logits", [&] { inner_.mask_logits(logits, rows, bits); });
+  }
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override {
     timed("token_logprobs", [&] { inner_.token_logprobs(logits, ids, logprobs, top_ids); });
   }

@@ -36,6 +36,23 @@ TEST_F(CudaVsCpu, EditLogitsMatchesTheHostBitForBit) {
   EXPECT_EQ(std::memcmp(on_gpu.data(), logits.cpu.view().data, on_gpu.size() * sizeof(float)), 0);
 }
 
+// Grammar masks: the same tokens become -inf, on rows given in any order.
+TEST_F(CudaVsCpu, MaskLogitsMatchesTheHostBitForBit) {
+  const int64_t n = 4, vocab = 1037, words = (vocab + 31) / 32;
+  Pair logits = random(DType::f32, {n, vocab}, 4.0f);
+  const std::vector<int32_t> rows = {3, 0, 2};
+  std::vector<uint32_t> bits(rows.size() * size_t(words));
+  for (uint32_t& word : bits) word = uint32_t(rng());
+  cpu.mask_logits(logits.cpu, rows, bits);
+  gpu->mask_logits(logits.gpu, rows, bits);
+  std::vector<float> on_gpu(size_t(n * vocab));
+  gpu->download(on_gpu.data(), logits.gpu);
+  EXPECT_EQ(std::memcmp(on_gpu.data(), logits.cpu.view().data, on_gpu.size() * sizeof(float)), 0);
+  int64_t masked = 0;
+  for (float v : on_gpu) masked += std::isinf(v);
+  EXPECT_GT(masked, vocab);  // about half of three rows
+}
+
 TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   const int64_t n = 6, vocab = 50021;
   std::vector<float> host(size_t(n * vocab));

@@ -1,6 +1,8 @@
 // Exactness through the lane host with the real fixture models of every family: each stream's
 // ids, at any concurrency, greedy or seeded, equal its alone run, bit for bit.
 #include "fixture_lanes.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/json_schema.h"
 
 namespace lockstep {
 namespace {
@@ -64,6 +66,57 @@ TEST_P(LanesExactness, PenaltiesAndLogitBiasKeepEveryStreamsAloneIds) {
     plain.adjust = {};
     if (i % 4 == 2) {  // a bias of +100 makes every greedy token that one
       EXPECT_NE(alone(plain), results[i].ids) << "stream " << i << ": the bias changed nothing";
+    }
+  }
+}
+
+// A grammar's masks come from each stream's own tokens: constrained streams (two sharing one
+// grammar's masks, as a request's choices do) beside free ones each get their alone run, greedy
+// and seeded, and their text keeps to the grammar.
+TEST_P(LanesExactness, GrammarStreamsKeepTheirAloneIdsAndTheGrammar) {
+  const ModelInfo& info = model->info();
+  static const char* const kPieces[] = {"{", "}", "\"", "a", "b", ":", ",", " ", "1", "2",
+                                        "-", "[", "]", "true", "null", "\"a\"", "x", "\\n", ".", "e"};
+  std::vector<std::string> spelled(size_t(info.vocab_size));
+  for (int64_t id = 0; id < info.vocab_size; ++id) spelled[size_t(id)] = kPieces[id % 20];
+  for (int32_t id : info.eos_ids) spelled[size_t(id)].clear();
+  auto vocabulary = std::make_shared<const Vocabulary>(spelled, info.eos_ids);
+  auto grammar = std::make_shared<Grammar>();
+  Expected<int32_t> root = add_json_schema(*grammar, nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"a": {"type": "array", "items": {"type": "integer"}}, "b": {"type": "string"}},
+      "required": ["a", "b"]})"));
+  ASSERT_TRUE(root.ok());
+  grammar->set_root(*root);
+  std::vector<GenerateRequest> all = requests(6, false, 41), seeded = requests(6, true, 43);
+  std::shared_ptr<TokenMasks> shared[2] = {std::make_shared<TokenMasks>(grammar, vocabulary),
+                                           std::make_shared<TokenMasks>(grammar, vocabulary)};
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest& request = i % 2 ? seeded[size_t(i)] : all[size_t(i)];
+    request.max_tokens = 40;
+    if (i < 4) request.grammar = shared[i % 2], request.ignore_eos = false;
+    all[size_t(i)] = request;
+  }
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 6, 64});
+  std::vector<LaneResult> results(all.size());
+  for (size_t i = 0; i < all.size(); ++i) submit(host, all[i], results[i]);
+  run_until_idle(host);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(results[i].ids, alone(all[i])) << "stream " << i;
+    if (i >= 4) continue;
+    GrammarState state = grammar_start(*grammar);
+    std::string text;
+    for (int32_t id : results[i].ids) {
+      if (vocabulary->is_end(id)) {
+        EXPECT_TRUE(state.can_end) << "ended early: " << text;
+        break;
+      }
+      text += spelled[size_t(id)];
+      for (char c : spelled[size_t(id)]) state = grammar_step(*grammar, state, uint8_t(c));
+      ASSERT_FALSE(state.finished() && !state.can_end) << "off the grammar: " << text;
+    }
+    if (text.size() >= 5) {
+      EXPECT_EQ(text.substr(0, 5), "{\"a\":");
     }
   }
 }

@@ -186,6 +186,10 @@ class Backend {
   // edited_logit(that, e) for each edit, in place, before sample. logits f32 [n, vocab]; each
   // (row, token) at most once.
   virtual void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) = 0;
+  // Constrained decoding (grammar/token_masks.h): logits[rows[i]][t] = -inf wherever bit t of
+  // row i's mask is 0, in place, after edit_logits. The masks are (vocab + 31) / 32 words each,
+  // one after another in `bits`: bit t is bit (t % 32) of word t / 32.
+  virtual void mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) = 0;
   // The log-probabilities (log-softmax of the raw logits) around each row's chosen id:
   // logprobs[r][0] = that of ids[r]; logprobs[r][1 + j] = that of top_ids[r][j], the (j+1)-th
   // most likely id (ties to the lower id). A row's results depend on its logits and id alone,

@@ -58,6 +58,8 @@ class TokenMasks {
   // The state after a token's bytes, or -1 when the token is not allowed.
   int32_t after_token(int32_t state, int32_t id);
   bool can_end(int32_t state) const { return states_[size_t(state)].can_end; }
+  // Whether no byte can follow `state` (the match is whole).
+  bool finished(int32_t state) const { return states_[size_t(state)].finished(); }
   // The allowed tokens in `state`: bit (id % 32) of word id / 32.
   const std::vector<uint32_t>& mask(int32_t state);
 
@@ -90,6 +92,9 @@ class Constraint {
   // (none is ever picked: only end ids are then allowed).
   void append_mask(std::vector<uint32_t>& bits) const;
   void accept(int32_t id);
+  // Whether the grammar is done: nothing can follow the tokens so far (or a token it did not
+  // allow came, which only a model with no end id to fall back on can give).
+  bool complete() const { return started_ && (state_ < 0 || masks_->finished(state_)); }
 
  private:
   std::shared_ptr<TokenMasks> masks_;

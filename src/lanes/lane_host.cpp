@@ -200,8 +200,10 @@ void LaneHost::admit() {
     next.admitted = true;
     next.tokens = next.request.prompt;
     // A window's rows would each need the counts of the drafts before them: such streams do not draft.
-    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft && !next.request.adjust.any();
+    // So would a grammar's masks.
+    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft && !next.request.adjust.any() && !next.request.grammar;
     if (next.request.adjust.any()) next.counts.emplace(next.request.adjust, next.request.prompt);
+    if (next.request.grammar) next.constraint.emplace(next.request.grammar, next.request.grammar_after);
     start_from(next, cached);
     active_.push_back(std::move(queued_.front()));
     queued_.pop_front();

@@ -94,6 +94,11 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   // Penalties and logit_bias, from the stream's own tokens (a stream with them never drafts, so
   // its row is always its next position's).
   if (stream.counts && ahead == 0) stream.counts->edits(int32_t(plan_.batch.logit_rows.size()), plan_.edits);
+  // A grammar's mask, from where the stream's own tokens stand in it (nor does it draft).
+  if (stream.constraint && stream.constraint->active() && ahead == 0) {
+    plan_.mask_rows.push_back(int32_t(plan_.batch.logit_rows.size()));
+    stream.constraint->append_mask(plan_.mask_bits);
+  }
   plan_.batch.logit_rows.push_back(logit_row);
   plan_.samples.push_back({stream.request.sampling, int64_t(stream.tokens.size()) + ahead});
   plan_.top_logprobs.push_back(stream.request.top_logprobs);
@@ -115,6 +120,7 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   stream.tokens.push_back(id);
   ++stream.generated;
   if (stream.counts) stream.counts->add(id);
+  if (stream.constraint) stream.constraint->accept(id);
   {
     std::lock_guard lock(mutex_);
     ++stats_.generated_tokens;
@@ -122,7 +128,8 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   if (stream.request.top_logprobs >= 0 && stream.events.on_logprobs) stream.events.on_logprobs(logprobs);
   if (stream.events.on_token) stream.events.on_token(id);
   const std::optional<FinishReason> reason =
-      finish_after(runner_.info(), stream.request, id, stream.generated, position);
+      finish_after(runner_.info(), stream.request, id, stream.generated, position,
+                   stream.constraint ? &*stream.constraint : nullptr);
   if (!reason) return !stream.control->cancelled.load();  // cancelled: the next step drops it
   end(stream, {StreamEnd::Kind::finished, *reason, {}});
   return false;

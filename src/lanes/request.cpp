@@ -35,13 +35,16 @@ std::optional<RequestProblem> check_request(const ModelInfo& info, const Generat
   std::string field;
   if (std::string message = logit_adjustments_problem(request.adjust, info.vocab_size, &field); !message.empty())
     return RequestProblem{field, message};
+  if (request.grammar && request.grammar->vocabulary().size() != info.vocab_size)
+    return RequestProblem{"response_format", "the grammar's vocabulary is not this model's"};
   return std::nullopt;
 }
 
 std::optional<FinishReason> finish_after(const ModelInfo& info, const GenerateRequest& request, int32_t id,
-                                         int64_t generated, int64_t position) {
+                                         int64_t generated, int64_t position, const Constraint* grammar) {
   const auto& eos = info.eos_ids;
   if (!request.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return FinishReason::stop;
+  if (grammar && grammar->complete()) return FinishReason::stop;
   if (generated >= request.max_tokens) return FinishReason::length;
   if (position + 1 >= info.max_context) return FinishReason::context;
   return std::nullopt;

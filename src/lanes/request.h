@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "grammar/token_masks.h"
 #include "models/model_info.h"
 #include "sampling/logit_edits.h"
 #include "sampling/sampler.h"
@@ -22,6 +24,10 @@ struct GenerateRequest {
   bool cache_prompt = true;  // with the prompt cache on: resume from a cached prefix, and cache this prompt
   bool draft = true;         // when the server drafts: verify drafts (never changes the tokens, only the speed)
   LogitAdjustments adjust = {};  // penalties and logit_bias (sampling/logit_edits.h); a stream with any does not draft
+  // Constrained decoding: the grammar every token must keep to, with its masks (shared by a
+  // request's choices; one lane thread uses it). A stream with one does not draft.
+  std::shared_ptr<TokenMasks> grammar = nullptr;
+  int32_t grammar_after = -1;  // >= 0: the grammar applies once this id was generated (the end of thinking)
 };
 
 enum class FinishReason {
@@ -55,10 +61,12 @@ struct RequestProblem {
 [[nodiscard]] std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request);
 
 // Whether a stream ends once `id` is its generated token number `generated` (1-based) at
-// `position`: an end id (unless ignore_eos), then max_tokens, then the context. The lanes and
-// SoloRun both stop by it.
+// `position`: an end id (unless ignore_eos), a grammar that nothing more can follow (`grammar`:
+// the stream's Constraint, or null), then max_tokens, then the context. The lanes and SoloRun
+// both stop by it.
 [[nodiscard]] std::optional<FinishReason> finish_after(const ModelInfo& info, const GenerateRequest& request,
-                                                      int32_t id, int64_t generated, int64_t position);
+                                                      int32_t id, int64_t generated, int64_t position,
+                                                      const Constraint* grammar = nullptr);
 
 // Positions a stream may reach: its prompt plus max_tokens, capped by the context.
 int64_t stream_length_bound(const ModelInfo& info, const GenerateRequest& request);

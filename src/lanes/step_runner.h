@@ -22,12 +22,16 @@ struct StepPlan {
   std::vector<SampleRow> samples;     // [batch.logit_rows.size()]: settings and the draw's position
   std::vector<int32_t> top_logprobs;  // [batch.logit_rows.size()]: -1 none, else alternatives wanted
   std::vector<LogitEdit> edits;       // penalties and logit_bias, by logit row, applied before the draws
+  std::vector<int32_t> mask_rows;     // logit rows under a grammar (constrained decoding), after the edits
+  std::vector<uint32_t> mask_bits;    // their token masks, Backend::mask_logits' layout
 
   void clear() {
     batch.clear();
     samples.clear();
     top_logprobs.clear();
     edits.clear();
+    mask_rows.clear();
+    mask_bits.clear();
   }
 };
 

@@ -1,6 +1,7 @@
 #include "runner/model_runner.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace lockstep {
 
@@ -35,6 +36,11 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
   for (const LogitEdit& edit : plan.edits)
     if (edit.row < 0 || size_t(edit.row) >= n || edit.token < 0 || edit.token >= info().vocab_size)
       return make_error("a logit edit names a row or token outside the plan");
+  const int64_t mask_words = (info().vocab_size + 31) / 32;
+  if (plan.mask_bits.size() != plan.mask_rows.size() * size_t(mask_words))
+    return make_error("a step plan needs one token mask per masked row");
+  for (int32_t row : plan.mask_rows)
+    if (row < 0 || size_t(row) >= n) return make_error("a token mask names a row outside the plan");
   auto logits = model_.forward(plan.batch);
   if (!logits.ok()) return logits.error();
   result.ids.resize(n);
@@ -43,6 +49,8 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
   Backend& backend = model_.backend();
   // Penalties and logit_bias change the logits the draws and the logprobs see.
   if (!plan.edits.empty()) backend.edit_logits(*logits, plan.edits);
+  // Then grammars: the tokens they do not allow cannot be drawn.
+  if (!plan.mask_rows.empty()) backend.mask_logits(*logits, plan.mask_rows, plan.mask_bits);
   const Tensor ids = chosen_ids_.view().first_dim_slice(0, int64_t(n));
   backend.sample(*logits, plan.samples, ids);
   backend.download(result.ids.data(), ids);
@@ -66,7 +74,9 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
     out.logprob = row[0];
     out.top.clear();
     const int32_t* alternative = top_ids_host_.data() + int64_t(i) * top;
-    for (int64_t j = 0; j < plan.top_logprobs[i]; ++j) out.top.push_back({alternative[j], row[1 + j]});
+    // Alternatives a grammar ruled out (-inf) are no alternatives.
+    for (int64_t j = 0; j < plan.top_logprobs[i]; ++j)
+      if (row[1 + j] > -std::numeric_limits<float>::infinity()) out.top.push_back({alternative[j], row[1 + j]});
   }
   return Status::success();
 }

@@ -1,6 +1,7 @@
 #include "runner/solo_run.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "lanes/fill_plan.h"
@@ -57,6 +58,9 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
   std::optional<TokenCounts> counts;  // with penalties or logit_bias
   if (request.adjust.any()) counts.emplace(request.adjust, request.prompt);
   std::vector<LogitEdit> edits;
+  std::optional<Constraint> constraint;  // with a grammar
+  if (request.grammar) constraint.emplace(request.grammar, request.grammar_after);
+  std::vector<uint32_t> mask;
   for (;;) {
     const int64_t position = int64_t(tokens.size());
     if (counts) {
@@ -64,12 +68,20 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
       counts->edits(0, edits);
       apply_edits(logits.data(), info.vocab_size, edits);
     }
+    if (constraint && constraint->active()) {
+      mask.clear();
+      constraint->append_mask(mask);
+      for (int64_t t = 0; t < info.vocab_size; ++t)
+        if (!((mask[size_t(t) >> 5] >> (t & 31)) & 1)) logits[size_t(t)] = -std::numeric_limits<float>::infinity();
+    }
     const int32_t id = sampler.sample(logits.data(), request.sampling, position);
     if (counts) counts->add(id);
+    if (constraint) constraint->accept(id);
     result.tokens.push_back(id);
     tokens.push_back(id);
     if (on_token) on_token(id);
-    if (auto finish = finish_after(info, request, id, int64_t(result.tokens.size()), position)) {
+    if (auto finish = finish_after(info, request, id, int64_t(result.tokens.size()), position,
+                                   constraint ? &*constraint : nullptr)) {
       result.finish = *finish;
       break;
     }

@@ -18,6 +18,7 @@ void compute_logprobs(const float* logits, int64_t vocab, int32_t id, int32_t to
   out.top.clear();
   for (int64_t i = 0; i < vocab; ++i) {
     float value = logits[i];
+    if (!(value > -std::numeric_limits<float>::infinity())) continue;  // ruled out by a grammar
     if (int32_t(out.top.size()) == top && (top == 0 || !(value > out.top.back().second))) continue;
     auto at = std::upper_bound(out.top.begin(), out.top.end(), value,
                                [](float v, const std::pair<int32_t, float>& e) { return v > e.second; });

@@ -263,6 +263,12 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
   return decoder_.decode(tokens, false).text;
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  if (is_special(id)) return {};
+  std::optional<std::string_view> token = id_to_token(id);
+  return token ? decoder_.token_bytes(*token) : std::string();
+}
+
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
   auto added = added_ids_.find(token);
   if (added != added_ids_.end()) return added->second;

@@ -68,6 +68,9 @@ class Tokenizer {
   // StreamingDetokenizer. `continuation`: the tokens follow others already decoded.
   tokenizer::DecodedText decode_tokens(const std::vector<std::string_view>& tokens,
                                   bool continuation) const;
+  // The bytes token `id` adds to a text it continues (Decoder::token_bytes); empty for special
+  // tokens and ids with no token.
+  std::string token_bytes(int32_t id) const;
   // Decoder::extends_byte_run, for StreamingDetokenizer.
   bool extends_byte_run(std::string_view last, std::string_view token) const {
     return decoder_.extends_byte_run(last, token);

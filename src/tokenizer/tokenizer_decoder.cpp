@@ -158,6 +158,44 @@ bool Decoder::extends_byte_run(std::string_view last, std::string_view token) co
   return false;
 }
 
+std::string Decoder::token_bytes(std::string_view token) const {
+  if (join_with_spaces_) return " " + std::string(token);
+  std::string text(token);
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Kind::kByteLevel: {
+        const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
+        std::string bytes;
+        for (size_t pos = 0; pos < text.size();) {
+          Utf8Step next = utf8_step(text, pos);
+          int byte = next.valid ? alphabet.byte_of(next.code_point) : -1;
+          if (byte < 0) break;  // an added token stands for itself
+          bytes += static_cast<char>(byte);
+          pos += next.length;
+          if (pos == text.size()) text = bytes;
+        }
+        break;
+      }
+      case Kind::kByteFallback:
+        if (int byte = byte_token_value(text); byte >= 0) text = std::string(1, static_cast<char>(byte));
+        break;
+      case Kind::kReplace:
+        text = step.replacement->apply(text);
+        break;
+      case Kind::kStrip:
+        if (!step.whole_text && utf8_is_valid(text)) {
+          std::vector<Piece> pieces = {{text, false}};
+          strip(step, pieces);
+          text = pieces[0].text;
+        }
+        break;
+      case Kind::kFuse:
+        break;
+    }
+  }
+  return text;
+}
+
 void Decoder::byte_level(std::vector<Piece>& pieces) {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::get();
   std::string bytes;

@@ -34,6 +34,10 @@ class Decoder {
   // Const and thread-safe.
   DecodedText decode(const std::vector<std::string_view>& tokens, bool continuation) const;
 
+  // The bytes one token adds to a text it continues, as they are, even when they are not whole
+  // UTF-8 (one byte of a character split over tokens): what constrained decoding matches.
+  std::string token_bytes(std::string_view token) const;
+
   // Whether `token`, decoded right after `last`, only lengthens a run of byte-fallback tokens at
   // the end: the run stays open, so decoding adds nothing stable. Lets streaming skip decoding
   // (a long run of byte tokens would otherwise be decoded again at every token).

@@ -129,6 +129,16 @@ void CpuBackend::edit_logits(const Tensor& logits, const std::vector<LogitEdit>&
   }
 }
 
+void CpuBackend::mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) {
+  const int64_t vocab = logits.cols(), words = (vocab + 31) / 32;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    float* row = logits.as<float>() + int64_t(rows[i]) * vocab;
+    const uint32_t* mask = bits.data() + int64_t(i) * words;
+    for (int64_t t = 0; t < vocab; ++t)
+      if (!((mask[t >> 5] >> (t & 31)) & 1)) row[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 void CpuBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
                                 const Tensor& top_ids) {
   const int64_t vocab = logits.cols(), top = top_ids.cols();

@@ -183,6 +183,10 @@ void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& row
 void CudaBackend::edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) {
   cuda::edit_logits(*context_, logits, edits);
 }
+
+void CudaBackend::mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) {
+  cuda::mask_logits(*context_, logits, rows, bits);
+}
 void CudaBackend::token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
                                  const Tensor& top_ids) {
   cuda::token_logprobs(*context_, logits, ids, logprobs, top_ids);

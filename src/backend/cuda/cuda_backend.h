@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override;
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
   void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) override;
+  void mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) override;
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override;

@@ -44,6 +44,7 @@ struct SampleScratch {
   ScratchBuffer settings;  // each row's RowSettings, then its best keys by part
   ScratchBuffer lists;     // each sampled row's candidate lists
   ScratchBuffer edits;     // edit_logits' LogitEdits
+  ScratchBuffer masks;     // mask_logits' rows, then their masks
 };
 
 // The scratch of every op family.

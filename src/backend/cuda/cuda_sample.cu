@@ -9,6 +9,9 @@
 // Weights use the device's double exp(), which may differ from the host's in the last bit; a
 // pick can differ from the host Sampler's only when a draw lands within a few units of 2^-52
 // of a boundary.
+#include <algorithm>
+#include <cstring>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.cuh"
 #include "base/philox.h"
@@ -358,9 +361,37 @@ __global__ void edit_logits_kernel(float* logits, int64_t vocab, const LogitEdit
   *logit = __fadd_rn(x, e.bias);
 }
 
+// One thread per (token, masked row): a token whose bit is 0 gets -inf.
+__global__ void mask_logits_kernel(float* logits, int64_t vocab, const int32_t* rows, const uint32_t* bits,
+                                   int64_t words) {
+  cuda::start_kernel();
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= vocab) return;
+  const uint32_t word = bits[int64_t(blockIdx.y) * words + (t >> 5)];
+  if (!((word >> (t & 31)) & 1)) logits[int64_t(rows[blockIdx.y]) * vocab + t] = -INFINITY;
+}
+
 }  // namespace
 
 namespace cuda {
+
+void mask_logits(Context& context, const Tensor& logits, const std::vector<int32_t>& rows,
+                 const std::vector<uint32_t>& bits) {
+  if (rows.empty()) return;
+  const int64_t n = int64_t(rows.size()), vocab = logits.cols(), words = (vocab + 31) / 32;
+  require(int64_t(bits.size()) == n * words, "mask_logits: one mask per row");
+  Tensor staged;
+  staged.dtype = DType::i32;
+  staged.shape = {n + n * words};
+  staged.data = context.scratch.sample.masks.get(context.launches, staged.bytes());
+  std::vector<int32_t> host(size_t(n + n * words));
+  std::copy(rows.begin(), rows.end(), host.begin());
+  std::memcpy(host.data() + n, bits.data(), bits.size() * sizeof(uint32_t));
+  context.upload(staged, host.data());
+  const int32_t* device_rows = static_cast<const int32_t*>(staged.data);
+  launch(mask_logits_kernel, dim3(unsigned(blocks_for(vocab, 256)), unsigned(n)), 256, 0, context.launches,
+         ptr<float>(logits), vocab, device_rows, reinterpret_cast<const uint32_t*>(device_rows + n), words);
+}
 
 void edit_logits(Context& context, const Tensor& logits, const std::vector<LogitEdit>& edits) {
   if (edits.empty()) return;
