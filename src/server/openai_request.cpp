@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "server/request_fields.h"
+#include "server/structured_output.h"
 
 namespace lockstep {
 
@@ -182,6 +183,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
     return RequestError{404, "the model '" + *model + "' does not exist; this server serves '" + context.model_name + "'",
                         "invalid_request_error", "model", "model_not_found"};
   if (auto prompt_error = read_prompt(body, chat, context, cancelled, out)) return *prompt_error;
+  if (auto format_error = read_response_format(text, body, context, out)) return *format_error;
 
   const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
   auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);

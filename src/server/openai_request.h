@@ -6,10 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "grammar/token_masks.h"
 #include "io/json_file.h"
 #include "lanes/request.h"
 #include "models/model_info.h"
@@ -33,6 +35,7 @@ struct RequestContext {
   float default_temperature = 0.0f;
   bool thinking = true;         // false: --no-thinking (enable_thinking=false unless the request says)
   std::vector<std::string> aliases = {};  // more names a request may give as "model" (--served-model-name)
+  std::shared_ptr<const Vocabulary> vocabulary = nullptr;  // the tokens as bytes, for grammars (null: no tokenizer)
 };
 
 struct CompletionRequest {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/version.h"
+#include "server/structured_output.h"
 
 namespace lockstep {
 
@@ -17,6 +18,7 @@ OpenAiServer::OpenAiServer(StepRunner& runner, const ModelText& text, ServeSetti
   context_.aliases = settings_.aliases;
   context_.default_temperature = settings_.default_temperature;
   context_.thinking = settings_.thinking;
+  context_.vocabulary = model_vocabulary(runner.info(), text);
   lanes_.start();
 }
 

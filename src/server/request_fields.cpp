@@ -8,11 +8,12 @@ namespace lockstep {
 namespace {
 
 // Fields both endpoints act on. `user` is OpenAI's end-user id, which only labels a request.
-constexpr std::array<std::string_view, 20> kCommon = {
+constexpr std::array<std::string_view, 21> kCommon = {
     "model",          "max_tokens",       "temperature",        "top_p",      "top_k",
     "min_p",          "seed",             "n",                  "stream",     "stream_options",
     "stop",           "logprobs",         "ignore_eos",         "draft",      "return_token_ids",
-    "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias"};
+    "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias",
+    "response_format"};
 constexpr std::array<std::string_view, 4> kChat = {"messages", "max_completion_tokens", "top_logprobs",
                                                    "chat_template_kwargs"};
 constexpr std::array<std::string_view, 2> kCompletions = {"prompt", "echo"};
@@ -31,7 +32,6 @@ bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
   if (key == "best_of") return !chat && number_is(1.0);
   if (key == "tools" || key == "functions") return value.is_array() && value.empty();
   if (key == "tool_choice") return value == "none";
-  if (key == "response_format") return value.is_object() && value.size() == 1 && value.value("type", "") == "text";
   return false;
 }
 
@@ -40,8 +40,8 @@ std::string why(const std::string& key, bool chat) {
   if (key == "tools" || key == "tool_choice" || key == "parallel_tool_calls" || key == "functions" ||
       key == "function_call")
     return "'" + key + "' is not supported yet: lockstep does not call tools yet";
-  if (key == "response_format" || key == "grammar" || key == "guided_json")
-    return "'" + key + "' is not supported yet: lockstep has no structured output yet";
+  if (key == "grammar" || key == "guided_json" || key == "guided_grammar" || key == "guided_regex")
+    return "'" + key + "' is not supported: use response_format with a json_schema";
   if ((chat && (key == "prompt" || key == "echo")) || (!chat && key == "messages"))
     return "'" + key + "' belongs to " + (chat ? "/v1/completions" : "/v1/chat/completions");
   return "'" + key + "' is not a field lockstep supports";

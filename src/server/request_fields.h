@@ -1,7 +1,7 @@
 // Nothing is accepted and ignored: every field of a completion request is one lockstep acts on,
 // or the request is refused with a 400 whose `param` names it. A few fields lockstep does not
 // implement yet are accepted at their neutral value only, which asks for nothing (best_of 1,
-// response_format "text", no tools).
+// no tools).
 #pragma once
 
 #include <nlohmann/json.hpp>

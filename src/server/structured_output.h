@@ -1,0 +1,28 @@
+// Structured output: response_format {"type": "json_object"} or {"type": "json_schema", ...}
+// read from a request and compiled into a grammar over the model's vocabulary
+// (grammar/json_schema.h), which the lanes then apply to each token (constrained decoding).
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "grammar/token_masks.h"
+#include "server/openai_request.h"
+
+namespace lockstep {
+
+// The model's tokens as the bytes they add, with its end ids; null without a tokenizer.
+std::shared_ptr<const Vocabulary> model_vocabulary(const ModelInfo& info, const ModelText& text);
+
+// Reads body["response_format"] (`text`: the raw body, read again for the schema's member order)
+// into out.generate.grammar. A chat prompt that opens thinking gets the grammar after it closes.
+[[nodiscard]] std::optional<RequestError> read_response_format(const std::string& text, const nlohmann::json& body,
+                                                              const RequestContext& context, CompletionRequest& out);
+
+// The id that closes thinking when the prompt `ids` left it open (chat), else -1: a grammar
+// applies from there.
+int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& ids, bool chat);
+
+}  // namespace lockstep

@@ -1,0 +1,112 @@
+// Structured output end to end: response_format through HTTP on a model with random weights,
+// so only the grammar keeps the replies in shape. Every reply parses and validates against its
+// schema, streamed replies equal whole ones, concurrent ones equal their alone runs, and what
+// the grammar cannot keep is refused by name.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "grammar/schema_test_support.h"
+#include "text_server.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+const char* const kSchemas[] = {
+    R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
+        "score": {"type": "number"}}, "required": ["name", "age", "score"], "additionalProperties": false})",
+    R"({"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "bird"]}, "pets": {"type": "array",
+        "items": {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array",
+        "items": {"type": "string", "maxLength": 4}, "maxItems": 2}}, "required": ["id", "tags"]}, "maxItems": 2}},
+        "required": ["kind", "pets"]})",
+    R"({"type": "object", "properties": {"quote": {"type": "string", "minLength": 3, "maxLength": 10},
+        "ok": {"type": ["boolean", "null"]}}, "required": ["quote", "ok"]})",
+    R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [
+        {"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"]}}, "$ref": "#/$defs/node"})"};
+
+json schema_request(const char* schema, int seed) {
+  return {{"messages", {{{"role", "user"}, {"content", "describe it"}}}},
+          {"max_tokens", 400},
+          {"temperature", 1.0},
+          {"seed", seed},
+          {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "it"}, {"schema", json::parse(schema)}, {"strict", true}}}}}};
+}
+
+TEST_F(TextServer, JsonSchemaRepliesParseAndValidate) {
+  for (const char* schema : kSchemas) {
+    for (int seed = 1; seed <= 3; ++seed) {
+      json reply = post("/v1/chat/completions", schema_request(schema, seed));
+      const std::string content = reply["choices"][0]["message"]["content"];
+      EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop") << content;
+      json value = json::parse(content, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << "not JSON: " << content;
+      EXPECT_TRUE(testing_support::valid_against(value, ordered::parse(schema), ordered::parse(schema)))
+          << content << "\nagainst " << schema;
+    }
+  }
+}
+
+TEST_F(TextServer, JsonObjectRepliesAreObjectsAndMembersKeepTheSchemasOrder) {
+  json body = schema_request(kSchemas[0], 5);
+  body["response_format"] = {{"type", "json_object"}};
+  body["max_tokens"] = 60;
+  json reply = post("/v1/chat/completions", body);
+  const std::string content = reply["choices"][0]["message"]["content"];
+  ASSERT_FALSE(content.empty());
+  EXPECT_EQ(content[0], '{');
+  if (reply["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(content, nullptr, false).is_object()) << content;
+  }
+  // "name" comes first as the schema lists it, though a sorted parse would put "age" first.
+  ordered in_order = {{"messages", {{{"role", "user"}, {"content", "describe it"}}}}, {"max_tokens", 100}, {"seed", 6},
+                      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", ordered::parse(kSchemas[0])}}}}}};
+  HttpReply sent = http_request(server->port(), "POST", "/v1/chat/completions", in_order.dump());
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  const std::string ordered_reply = json::parse(sent.body)["choices"][0]["message"]["content"];
+  EXPECT_EQ(ordered_reply.rfind("{\"name\":", 0), 0u) << ordered_reply;
+}
+
+TEST_F(TextServer, ConstrainedRepliesAreTheSameAloneConcurrentAndStreamed) {
+  std::vector<json> bodies;
+  for (int i = 0; i < 6; ++i) bodies.push_back(schema_request(kSchemas[size_t(i) % 4], 40 + i));
+  bodies[5].erase("response_format");  // a free stream beside them
+  std::vector<std::string> alone;
+  for (const json& body : bodies) alone.push_back(post("/v1/chat/completions", body)["choices"][0]["message"]["content"]);
+  std::vector<std::future<std::string>> together;
+  for (const json& body : bodies)
+    together.push_back(std::async(std::launch::async, [&, body] {
+      return post("/v1/chat/completions", body)["choices"][0]["message"]["content"].get<std::string>();
+    }));
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << "request " << i;
+  std::string finish;
+  EXPECT_EQ(streamed_text("/v1/chat/completions", bodies[1], &finish), alone[1]);
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST_F(TextServer, WhatAGrammarCannotKeepIsRefusedByName) {
+  auto refusal = [&](json format) {
+    json body = schema_request(kSchemas[0], 1);
+    body["response_format"] = format;
+    HttpReply reply = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    json error = json::parse(reply.body)["error"];
+    EXPECT_EQ(error["param"], "response_format");
+    return error["message"].get<std::string>();
+  };
+  EXPECT_EQ(refusal({{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "integer"}, {"minimum", 3}}}}}}),
+            "response_format.json_schema.schema: the keyword \"minimum\" is not supported in structured output");
+  EXPECT_EQ(refusal({{"type", "xml"}}), "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+  EXPECT_EQ(refusal({{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "object"}}}, {"strict", "yes"}}}}),
+            "'response_format.json_schema.strict' must be a boolean");
+  EXPECT_EQ(refusal({{"type", "json_object"}, {"schema", json::object()}}),
+            "'response_format.schema' is not a field of a json_object response_format");
+  EXPECT_EQ(refusal(json::parse(R"({"type": "json_schema", "json_schema": {"schema": {"properties": {"a": {"format": "email"}}}}})")),
+            "response_format.json_schema.schema.properties.a: the keyword \"format\" is not supported in structured output");
+}
+
+}  // namespace
+}  // namespace lockstep
