@@ -334,10 +334,7 @@ def train(args):
     training_seconds = time.time() - started
 
     model.eval()
-    head, mtp_accuracy = None, []
-    if args.mtp_steps > 0:
-        with fast_training_paths(model, paths):  # the frozen model's sequences are as long as in training
-            head, mtp_accuracy = train_mtp(model, tokenizer, args, device)
+    head, mtp_accuracy = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [])
     heldout = corpus.examples(args.seed + 1000, args.eval, heldout=True)
     right = {}
     for task, question, expected in heldout:
