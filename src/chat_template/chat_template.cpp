@@ -72,7 +72,7 @@ Expected<ChatSettings> load_chat_settings(const std::string& tokenizer_config_pa
   auto parsed = ChatTemplate::parse(source);
   if (!parsed.ok()) return Error{tokenizer_config_path + ": " + parsed.error().message};
   return ChatSettings{std::move(parsed).value(), token_text(config, "bos_token"),
-                      token_text(config, "eos_token")};
+                      token_text(config, "eos_token"), source};
 }
 
 namespace {

@@ -48,6 +48,7 @@ struct ChatSettings {
   ChatTemplate chat_template;
   std::string bos_token;  // empty when the file has none
   std::string eos_token;  // empty when the file has none
+  std::string source;     // the template's text (what a tool-call format is read from)
 };
 
 // Reads `chat_template` (a string, or a list of {name, template} of which "default" is used),

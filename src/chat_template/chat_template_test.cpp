@@ -189,7 +189,7 @@ TEST(ChatTemplate, ExtraKeywordArgumentsOverrideTheDefaults) {
   auto parsed =
       ChatTemplate::parse("{{ add_generation_prompt }} {{ tools }} {{ bos_token }} {{ custom }}");
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
-  ChatSettings settings{std::move(parsed).value(), "<s>", "</s>"};
+  ChatSettings settings{std::move(parsed).value(), "<s>", "</s>", ""};
   auto prompt = render_chat(settings, nlohmann::json::array(),
                             {{"add_generation_prompt", false}, {"custom", 7}});
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;

@@ -64,7 +64,7 @@ int32_t SchemaCompiler::json_string(int32_t min_chars, int32_t max_chars) {
     plain.words[0x5c >> 6] &= ~(uint64_t(1) << (0x5c & 63));
     ByteSet hex = ByteSet().add_range('0', '9').add_range('a', 'f').add_range('A', 'F');
     ByteSet not_d = ByteSet().add_range('0', '9').add_range('a', 'c').add_range('e', 'f').add_range('A', 'C').add_range('E', 'F');
-    const int32_t hex1 = g_.bytes(hex), tail = g_.bytes(ByteSet().add_range(0x80, 0xbf));
+    const int32_t hex1 = g_.bytes(hex);
     // \uXXXX without surrogates (a lone one would not parse): characters past U+FFFF come as UTF-8.
     const int32_t unicode = g_.choice({g_.sequence({g_.bytes(not_d), hex1, hex1, hex1}),
                                        g_.sequence({g_.bytes(ByteSet().add('d').add('D')),
@@ -72,17 +72,7 @@ int32_t SchemaCompiler::json_string(int32_t min_chars, int32_t max_chars) {
     const int32_t escape = g_.sequence(
         {g_.literal("\\"), g_.choice({g_.bytes(ByteSet().add('"').add('\\').add('/').add('b').add('f').add('n').add('r').add('t')),
                                       g_.sequence({g_.literal("u"), unicode})})});
-    auto lead = [&](uint8_t first, uint8_t last) { return g_.bytes(ByteSet().add_range(first, last)); };
-    const int32_t utf8 = g_.choice({
-        g_.sequence({lead(0xc2, 0xdf), tail}),
-        g_.sequence({lead(0xe0, 0xe0), lead(0xa0, 0xbf), tail}),
-        g_.sequence({lead(0xe1, 0xec), tail, tail}),
-        g_.sequence({lead(0xed, 0xed), lead(0x80, 0x9f), tail}),
-        g_.sequence({lead(0xee, 0xef), tail, tail}),
-        g_.sequence({lead(0xf0, 0xf0), lead(0x90, 0xbf), tail, tail}),
-        g_.sequence({lead(0xf1, 0xf3), tail, tail, tail}),
-        g_.sequence({lead(0xf4, 0xf4), lead(0x80, 0x8f), tail, tail}),
-    });
+    const int32_t utf8 = add_utf8_char(g_);
     string_char_ = g_.choice({g_.bytes(plain), escape, utf8});
   }
   auto [at, added] = strings_.try_emplace({min_chars, max_chars}, 0);
@@ -335,6 +325,21 @@ Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json
 }
 
 const json kNoSchema;
+
+int32_t add_utf8_char(Grammar& g) {
+  const int32_t tail = g.bytes(ByteSet().add_range(0x80, 0xbf));
+  auto lead = [&](uint8_t first, uint8_t last) { return g.bytes(ByteSet().add_range(first, last)); };
+  return g.choice({
+      g.sequence({lead(0xc2, 0xdf), tail}),
+      g.sequence({lead(0xe0, 0xe0), lead(0xa0, 0xbf), tail}),
+      g.sequence({lead(0xe1, 0xec), tail, tail}),
+      g.sequence({lead(0xed, 0xed), lead(0x80, 0x9f), tail}),
+      g.sequence({lead(0xee, 0xef), tail, tail}),
+      g.sequence({lead(0xf0, 0xf0), lead(0x90, 0xbf), tail, tail}),
+      g.sequence({lead(0xf1, 0xf3), tail, tail, tail}),
+      g.sequence({lead(0xf4, 0xf4), lead(0x80, 0x8f), tail, tail}),
+  });
+}
 
 int32_t add_json_value(Grammar& grammar) {
   SchemaCompiler compiler(grammar, kNoSchema);

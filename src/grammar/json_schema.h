@@ -20,6 +20,8 @@ namespace lockstep {
 // Adds rules for the JSON texts `schema` accepts; returns the rule. Ordered JSON: members are
 // written in the order the schema lists them.
 [[nodiscard]] Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema);
+// One UTF-8 encoded character past ASCII (2 to 4 bytes, no surrogates or overlong forms).
+int32_t add_utf8_char(Grammar& grammar);
 // Any JSON value; any JSON object.
 int32_t add_json_value(Grammar& grammar);
 int32_t add_json_object(Grammar& grammar);

@@ -78,8 +78,22 @@ struct Choice {
     return pieces;
   }
 
+  // With tools: the content's calls taken out of it (tool_calls.h); `calls` keeps them all.
+  ReasoningSplitter::Pieces take_calls(ReasoningSplitter::Pieces pieces, bool last = false) {
+    if (!tools) return pieces;
+    pieces.content = tools->push(pieces.content);
+    if (last) pieces.content += tools->finish();
+    for (ToolCall& call : tools->take())
+      if (parallel || calls.empty()) calls.push_back(std::move(call));
+    return pieces;
+  }
+
   StreamHandle handle;
   ReplyText text;
+  std::optional<ToolCallParser> tools;
+  bool parallel = true;
+  std::vector<ToolCall> calls;
+  size_t calls_sent = 0;  // streamed so far
   std::optional<ReasoningSplitter> splitter;
   int32_t open_id = -1, close_id = -1;  // think tags that are special tokens
   std::string reply, reasoning;
@@ -113,6 +127,10 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   const uint64_t seed = req.generate.sampling.seed;
   for (int32_t i = 0; i < req.n; ++i) {
     choices.push_back(std::make_unique<Choice>(text_, req.stop, chat, req.generate.prompt));
+    if (req.tool_format != ToolFormat::none) {
+      choices.back()->tools.emplace(req.tool_format, req.tools, seed ^ (uint64_t(i) << 40));
+      choices.back()->parallel = req.parallel_tool_calls;
+    }
     GenerateRequest stream = req.generate;
     stream.sampling.seed = seed + uint64_t(i);
     auto submitted = lanes_.submit(std::move(stream), channel->events(req.generate.top_logprobs >= 0, i));
@@ -152,6 +170,25 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     choice.chunk_ids.clear();
     choice.chunk_logprobs.clear();
   };
+  // Each new call as OpenAI streams one: its id and name, then its arguments.
+  auto send_calls = [&](Choice& choice, int index) {
+    for (; choice.calls_sent < choice.calls.size() && !client_gone; ++choice.calls_sent) {
+      const ToolCall& call = choice.calls[choice.calls_sent];
+      const int k = int(choice.calls_sent);
+      nlohmann::json named = stream_chunk(header, "", choice.first_chunk, nullptr, nullptr, "", "", index);
+      named["choices"][0]["delta"].erase("content");
+      named["choices"][0]["delta"]["tool_calls"] = {
+          {{"index", k}, {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", ""}}}}};
+      nlohmann::json arguments = stream_chunk(header, "", false, nullptr, nullptr, "", "", index);
+      arguments["choices"][0]["delta"].erase("content");
+      arguments["choices"][0]["delta"]["tool_calls"] = {{{"index", k}, {"function", {{"arguments", call.arguments}}}}};
+      choice.first_chunk = false;
+      if (!responder.write_chunk(sse(named)) || !responder.write_chunk(sse(arguments))) {
+        client_gone = true;
+        cancel_all();
+      }
+    }
+  };
 
   auto last_check = std::chrono::steady_clock::now();
   for (size_t ended = 0; ended < choices.size();) {
@@ -180,7 +217,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       if (choice.stopped) continue;
       choice.ids.push_back(*event->token);
       choice.chunk_ids.push_back(*event->token);
-      const ReasoningSplitter::Pieces delta = choice.split_token(*event->token);
+      const ReasoningSplitter::Pieces delta = choice.take_calls(choice.split_token(*event->token));
       choice.reply += delta.content;
       choice.reasoning += delta.reasoning;
       if (choice.text.stopped()) {
@@ -190,6 +227,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       const bool any_text = !delta.content.empty() || !delta.reasoning.empty();
       if (req.stream && (any_text || req.return_token_ids || !choice.chunk_logprobs.empty() || choice.first_chunk))
         send_chunk(choice, event->choice, delta, "");
+      if (req.stream) send_calls(choice, event->choice);
     }
     if (event->end && !choice.end) {
       choice.end = event->end;
@@ -245,18 +283,32 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       tail.reasoning += held.reasoning;
       tail.content += held.content;
     }
+    tail = choice.take_calls(tail, true);
     choice.reply += tail.content;
     choice.reasoning += tail.reasoning;
+    const bool stopped = choice.stopped || choice.end->reason == FinishReason::stop;
+    // A reply that called tools ends with "tool_calls", unless tool_choice named the function.
     const std::string finish_reason = shutting_down ? "cancelled"
-                                      : choice.stopped || choice.end->reason == FinishReason::stop
-                                          ? "stop"
-                                          : finish_reason_name(choice.end->reason);
-    if (req.stream)
+                                      : stopped && !choice.calls.empty() && !req.tool_named ? "tool_calls"
+                                      : stopped ? "stop"
+                                                : finish_reason_name(choice.end->reason);
+    if (req.stream) {
+      send_calls(choice, int(i));
       send_chunk(choice, int(i), tail, finish_reason);
-    else
-      replies.push_back(reply_choice(header, int(i), choice.reply, req.return_token_ids ? &choice.ids : nullptr,
-                                     logprobs_json(text_, choice.logprobs, chat, 0), finish_reason,
-                                     choice.splitter && choice.splitter->thought() ? &choice.reasoning : nullptr));
+    } else {
+      nlohmann::json reply = reply_choice(header, int(i), choice.reply, req.return_token_ids ? &choice.ids : nullptr,
+                                          logprobs_json(text_, choice.logprobs, chat, 0), finish_reason,
+                                          choice.splitter && choice.splitter->thought() ? &choice.reasoning : nullptr);
+      if (!choice.calls.empty()) {
+        nlohmann::json calls = nlohmann::json::array();
+        for (const ToolCall& call : choice.calls)
+          calls.push_back({{"id", call.id}, {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        reply["message"]["tool_calls"] = calls;
+        if (choice.reply.find_first_not_of(" \t\r\n") == std::string::npos) reply["message"]["content"] = nullptr;
+      }
+      replies.push_back(reply);
+    }
   }
   if (req.stream) {
     if (req.include_usage && !client_gone) {

@@ -8,6 +8,7 @@
 
 #include "server/request_fields.h"
 #include "server/structured_output.h"
+#include "server/tool_request.h"
 
 namespace lockstep {
 
@@ -86,8 +87,9 @@ RequestError over_context(int64_t max_context, const char* field) {
              field);
 }
 
-std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, const RequestContext& context,
-                                        const std::function<bool()>& cancelled, CompletionRequest& out) {
+std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::json& body, bool chat,
+                                        const RequestContext& context, const std::function<bool()>& cancelled,
+                                        CompletionRequest& out) {
   const ModelText& text = *context.text;
   const size_t max_ids = size_t(std::max<int64_t>(context.info->max_context, 0));
   if (chat) {
@@ -101,6 +103,7 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
       if (!extra->is_object()) return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       for (auto& [key, value] : extra->items()) kwargs[key] = value;
     }
+    if (auto tools_error = read_tools(raw, body, context, kwargs, out)) return *tools_error;
     RenderLimits limits;
     limits.cancelled = cancelled;
     auto ids = text.encode_chat_within(normalised, kwargs, limits, max_ids);
@@ -118,7 +121,7 @@ std::optional<RequestError> read_prompt(const nlohmann::json& body, bool chat, c
     if (!*ids) return over_context(context.info->max_context, "prompt");
     out.generate.prompt = std::move(**ids);
   } else if (prompt->is_array()) {
-    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt({{"prompt", (*prompt)[0]}}, false, context, cancelled, out);
+    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt(raw, {{"prompt", (*prompt)[0]}}, false, context, cancelled, out);
     for (const auto& id : *prompt) {
       if (!id.is_number_integer()) return bad("'prompt' must be a string or an array of token ids", "prompt");
       // An integer past int32 is no id (check_request checks the rest against the vocabulary).
@@ -149,6 +152,20 @@ std::optional<RequestError> chat_messages(const nlohmann::json& messages, nlohma
     if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
     nlohmann::json copy = message;
     copy["content"] = *content;
+    // A call's arguments come as a JSON string; templates read them as an object (as
+    // transformers' callers pass them).
+    if (copy.contains("tool_calls")) {
+      if (!copy["tool_calls"].is_array()) return bad("a message's 'tool_calls' must be an array", "messages");
+      for (auto& call : copy["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+          return bad("each tool call needs a 'function' object", "messages");
+        auto& arguments = call["function"]["arguments"];
+        if (arguments.is_string()) {
+          nlohmann::json parsed = nlohmann::json::parse(arguments.get<std::string>(), nullptr, false);
+          if (parsed.is_object()) arguments = parsed;
+        }
+      }
+    }
     out.push_back(copy);
   }
   return std::nullopt;
@@ -182,8 +199,9 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
       std::find(context.aliases.begin(), context.aliases.end(), *model) == context.aliases.end())
     return RequestError{404, "the model '" + *model + "' does not exist; this server serves '" + context.model_name + "'",
                         "invalid_request_error", "model", "model_not_found"};
-  if (auto prompt_error = read_prompt(body, chat, context, cancelled, out)) return *prompt_error;
+  if (auto prompt_error = read_prompt(text, body, chat, context, cancelled, out)) return *prompt_error;
   if (auto format_error = read_response_format(text, body, context, out)) return *format_error;
+  if (auto tool_error = require_tool_call(body, context, out)) return *tool_error;
 
   const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
   auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);

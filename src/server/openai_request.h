@@ -13,6 +13,7 @@
 
 #include "grammar/token_masks.h"
 #include "io/json_file.h"
+#include "server/tool_calls.h"
 #include "lanes/request.h"
 #include "models/model_info.h"
 #include "text/model_text.h"
@@ -49,6 +50,11 @@ struct CompletionRequest {
   int32_t n = 1;                // choices: choice i samples with seed + i
   bool echo = false;            // completions: the reply text starts with the prompt
   std::string prompt_text;      // for echo
+  // Tools (chat): the reply is parsed for calls in tool_format (none: it is not).
+  ToolFormat tool_format = ToolFormat::none;
+  nlohmann::ordered_json tools; // the request's tools, in its own order
+  bool tool_named = false;      // tool_choice named a function: the finish reason stays "stop"
+  bool parallel_tool_calls = true;
 };
 
 // Parses and checks a body. chat selects the chat endpoint's fields (messages, ...). A text

@@ -14,8 +14,9 @@ constexpr std::array<std::string_view, 21> kCommon = {
     "stop",           "logprobs",         "ignore_eos",         "draft",      "return_token_ids",
     "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias",
     "response_format"};
-constexpr std::array<std::string_view, 4> kChat = {"messages", "max_completion_tokens", "top_logprobs",
-                                                   "chat_template_kwargs"};
+constexpr std::array<std::string_view, 7> kChat = {"messages",     "max_completion_tokens", "top_logprobs",
+                                                   "chat_template_kwargs", "tools", "tool_choice",
+                                                   "parallel_tool_calls"};
 constexpr std::array<std::string_view, 2> kCompletions = {"prompt", "echo"};
 
 template <size_t N>
@@ -37,9 +38,10 @@ bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
 
 // What lockstep says of a field it does not take.
 std::string why(const std::string& key, bool chat) {
-  if (key == "tools" || key == "tool_choice" || key == "parallel_tool_calls" || key == "functions" ||
-      key == "function_call")
-    return "'" + key + "' is not supported yet: lockstep does not call tools yet";
+  if (key == "functions" || key == "function_call")
+    return "'" + key + "' is OpenAI's old form: use 'tools' and 'tool_choice'";
+  if (!chat && (key == "tools" || key == "tool_choice" || key == "parallel_tool_calls"))
+    return "'" + key + "' belongs to /v1/chat/completions";
   if (key == "grammar" || key == "guided_json" || key == "guided_grammar" || key == "guided_regex")
     return "'" + key + "' is not supported: use response_format with a json_schema";
   if ((chat && (key == "prompt" || key == "echo")) || (!chat && key == "messages"))

@@ -1,6 +1,6 @@
 // OpenAiServer, part three (openai_server.h): the text routes, as llama.cpp's server names them.
 // POST /tokenize {"content", "add_special", "with_pieces"} -> {"tokens"}; POST /detokenize
-// {"tokens"} -> {"content"}; POST /apply-template {"messages", "chat_template_kwargs"} -> {"prompt"}.
+// {"tokens"} -> {"content"}; POST /apply-template {"messages", "chat_template_kwargs", "tools"} -> {"prompt"}.
 // Each refuses a field it does not take, as the completions do.
 #include <nlohmann/json.hpp>
 #include <variant>
@@ -41,7 +41,7 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
   };
   try {
     if (path == "/apply-template") {
-      auto body = read_body(request.body, {"messages", "chat_template_kwargs"});
+      auto body = read_body(request.body, {"messages", "chat_template_kwargs", "tools"});
       if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
       const json& fields = std::get<json>(body);
       if (!text_.has_chat_template()) return refuse(bad("this model folder has no chat template"));
@@ -50,6 +50,10 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
       json kwargs = fields.value("chat_template_kwargs", json::object());
       if (!kwargs.is_object()) return refuse(bad("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
       if (!settings_.thinking && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
+      if (fields.contains("tools") && !fields["tools"].is_null()) {
+        if (!fields["tools"].is_array()) return refuse(bad("'tools' must be an array", "tools"));
+        kwargs["tools"] = fields["tools"];
+      }
       RenderLimits limits;  // a long render gives up when its client leaves or the server stops
       limits.cancelled = [&] { return stopping_.load() || responder.client_gone(); };
       auto prompt = text_.render(messages, kwargs, limits);

@@ -28,6 +28,11 @@ class ModelText {
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_.has_value(); }
+  // The chat template's text; empty without one.
+  const std::string& chat_template_source() const {
+    static const std::string none;
+    return chat_ ? chat_->source : none;
+  }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
   // Text to ids. add_special_tokens: what the folder's post-processor adds (a BOS for Llama).

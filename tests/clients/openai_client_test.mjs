@@ -94,22 +94,30 @@ test('refusals are the client\'s own error types, naming the field', async () =>
     assert.equal(error.param, 'max_tokens');
     return true;
   });
+  // The embedded model's template renders no tools: a 400 that says so.
   const tool = { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {} } } };
   await assert.rejects(client.chat.completions.create(ask('hi', { tools: [tool] })), (error) => {
     assert.ok(error instanceof OpenAI.BadRequestError);
     assert.equal(error.param, 'tools');
     return true;
   });
-  // Structured output is not built yet: parse() gets a 400 that says so, not a reply it cannot parse.
-  const Sum = z.object({ sum: z.number() });
-  await assert.rejects(
-    client.chat.completions.parse(ask('What is 2 + 2?', { response_format: zodResponseFormat(Sum, 'sum') })),
-    (error) => {
-      assert.ok(error instanceof OpenAI.BadRequestError);
-      assert.equal(error.param, 'response_format');
-      return true;
-    },
+});
+
+test('chat.completions.parse with a zod schema gets an object it validates', async () => {
+  const Sum = z.object({ sum: z.number(), sure: z.boolean(), unit: z.enum(['none', 'apples']) });
+  const reply = await client.chat.completions.parse(
+    ask('What is 2 + 2?', { max_tokens: 120, response_format: zodResponseFormat(Sum, 'sum') }),
   );
+  const parsed = reply.choices[0].message.parsed;
+  assert.equal(reply.choices[0].finish_reason, 'stop');
+  assert.equal(typeof parsed.sum, 'number');
+  assert.equal(typeof parsed.sure, 'boolean');
+  assert.ok(['none', 'apples'].includes(parsed.unit));
+  // The same request again: the same reply, token for token.
+  const again = await client.chat.completions.parse(
+    ask('What is 2 + 2?', { max_tokens: 120, response_format: zodResponseFormat(Sum, 'sum') }),
+  );
+  assert.equal(again.choices[0].message.content, reply.choices[0].message.content);
 });
 
 test('an API key: the wrong one is an AuthenticationError, the right one works', async () => {

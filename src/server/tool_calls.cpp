@@ -1,0 +1,238 @@
+#include "server/tool_calls.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "grammar/json_schema.h"
+
+namespace lockstep {
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>", kPythonTag = "<|python_tag|>";
+
+// How much of the end of `text` could be the start of `marker`.
+size_t partial_suffix(const std::string& text, std::string_view marker) {
+  for (size_t keep = std::min(text.size(), marker.size() - 1); keep > 0; --keep)
+    if (text.compare(text.size() - keep, keep, marker.substr(0, keep)) == 0) return keep;
+  return 0;
+}
+
+std::string trim(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The schema of a tool's parameters (its function.parameters), or null.
+const ordered* parameters_of(const ordered& tools, const std::string& name) {
+  for (const ordered& tool : tools) {
+    const ordered& function = tool["function"];
+    if (function.value("name", "") == name) return function.contains("parameters") ? &function["parameters"] : nullptr;
+  }
+  return nullptr;
+}
+
+// An xml VALUE as the JSON its parameter's type asks for: strings stay text; others parse as
+// JSON when they can.
+ordered typed_value(const std::string& value, const ordered* schema) {
+  std::string type;
+  if (schema && schema->is_object() && schema->contains("type") && (*schema)["type"].is_string()) type = (*schema)["type"];
+  if (type == "string") return value;
+  ordered parsed = ordered::parse(value, nullptr, false);
+  if (parsed.is_discarded()) return value;
+  if (type == "integer" && !parsed.is_number_integer()) return value;
+  if (type == "number" && !parsed.is_number()) return value;
+  if (type == "boolean" && !parsed.is_boolean()) return value;
+  return parsed;
+}
+
+}  // namespace
+
+ToolFormat tool_format_of(const std::string& chat_template) {
+  if (chat_template.find("<function=") != std::string::npos) return ToolFormat::xml;
+  if (chat_template.find("<tool_call>") != std::string::npos) return ToolFormat::hermes;
+  if (chat_template.find("tools") != std::string::npos && chat_template.find("\"parameters\"") != std::string::npos)
+    return ToolFormat::llama_json;
+  return ToolFormat::none;
+}
+
+ToolCallParser::ToolCallParser(ToolFormat format, ordered tools, uint64_t id_seed)
+    : format_(format), tools_(std::move(tools)), id_seed_(id_seed) {}
+
+void ToolCallParser::add(const std::string& name, const std::string& arguments) {
+  char id[32];
+  std::snprintf(id, sizeof id, "call_%016llx", static_cast<unsigned long long>(mix(id_seed_ ^ mix(made_))));
+  ready_.push_back({id, name, arguments});
+  ++made_;
+}
+
+std::vector<ToolCall> ToolCallParser::take() {
+  std::vector<ToolCall> out;
+  out.swap(ready_);
+  return out;
+}
+
+bool ToolCallParser::parse_json_call(const std::string& text, const char* arguments_key) {
+  ordered call = ordered::parse(trim(text), nullptr, false);
+  if (call.is_discarded() || !call.is_object() || !call.contains("name") || !call["name"].is_string()) return false;
+  ordered arguments = ordered::object();
+  for (const char* key : {arguments_key, "arguments", "parameters"}) {
+    if (!call.contains(key)) continue;
+    arguments = call[key];
+    break;
+  }
+  if (arguments.is_string()) arguments = ordered::parse(arguments.get<std::string>(), nullptr, false);
+  if (!arguments.is_object()) return false;
+  add(call["name"], arguments.dump());
+  return true;
+}
+
+bool ToolCallParser::parse_xml_call(const std::string& body) {
+  const std::string open = "<function=";
+  const size_t start = body.find(open);
+  if (start == std::string::npos) return false;
+  const size_t name_end = body.find('>', start);
+  if (name_end == std::string::npos) return false;
+  const std::string name = trim(body.substr(start + open.size(), name_end - start - open.size()));
+  const ordered* schema = parameters_of(tools_, name);
+  ordered arguments = ordered::object();
+  for (size_t at = body.find("<parameter=", name_end); at != std::string::npos; at = body.find("<parameter=", at)) {
+    const size_t key_end = body.find('>', at);
+    const size_t value_end = key_end == std::string::npos ? key_end : body.find("</parameter>", key_end);
+    if (value_end == std::string::npos) return false;
+    const std::string key = trim(body.substr(at + 11, key_end - at - 11));
+    std::string value = body.substr(key_end + 1, value_end - key_end - 1);
+    if (!value.empty() && value.front() == '\n') value.erase(0, 1);
+    if (!value.empty() && value.back() == '\n') value.pop_back();
+    const ordered* property = schema && schema->contains("properties") && (*schema)["properties"].contains(key)
+                                  ? &(*schema)["properties"][key]
+                                  : nullptr;
+    arguments[key] = typed_value(value, property);
+    at = value_end;
+  }
+  add(name, arguments.dump());
+  return true;
+}
+
+bool ToolCallParser::parse_call(const std::string& body) {
+  return format_ == ToolFormat::xml ? parse_xml_call(body) : parse_json_call(body, "arguments");
+}
+
+std::string ToolCallParser::push(const std::string& content) {
+  pending_ += content;
+  std::string out;
+  if (format_ == ToolFormat::llama_json) {
+    if (deciding_) {
+      // Only spaces so far, a '{', or (the start of) <|python_tag|>.
+      const std::string start = trim(pending_);
+      const bool maybe = start.empty() || start[0] == '{' ||
+                         kPythonTag.substr(0, start.size()) == std::string_view(start).substr(0, kPythonTag.size());
+      if (maybe) return out;  // held until the end: the whole reply may be a call
+      deciding_ = false;
+    }
+    out.swap(pending_);
+    return out;
+  }
+  for (;;) {
+    if (!inside_) {
+      const size_t open = pending_.find(kOpen);
+      if (open == std::string::npos) {
+        const size_t keep = partial_suffix(pending_, kOpen);
+        out += pending_.substr(0, pending_.size() - keep);
+        pending_.erase(0, pending_.size() - keep);
+        return out;
+      }
+      out += pending_.substr(0, open);
+      pending_.erase(0, open + kOpen.size());
+      inside_ = true;
+    }
+    const size_t close = pending_.find(kClose);
+    if (close == std::string::npos) return out;
+    const std::string body = pending_.substr(0, close);
+    if (!parse_call(body)) out += std::string(kOpen) + body + std::string(kClose);  // not a call after all
+    pending_.erase(0, close + kClose.size());
+    inside_ = false;
+  }
+}
+
+std::string ToolCallParser::finish() {
+  std::string out;
+  out.swap(pending_);
+  if (format_ == ToolFormat::llama_json) {
+    if (!deciding_) return out;
+    std::string text = trim(out);
+    if (text.rfind(kPythonTag, 0) == 0) text.erase(0, kPythonTag.size());
+    return parse_json_call(text, "parameters") ? std::string() : out;
+  }
+  if (!inside_) return out;
+  inside_ = false;
+  return parse_call(out) ? std::string() : std::string(kOpen) + out;  // an unclosed call at the end
+}
+
+Expected<std::shared_ptr<Grammar>> tool_call_grammar(ToolFormat format, const ordered& tools, const std::string& only,
+                                                     bool parallel) {
+  auto grammar = std::make_shared<Grammar>();
+  Grammar& g = *grammar;
+  std::vector<int32_t> calls;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ordered& function = tools[i]["function"];
+    const std::string name = function["name"];
+    if (!only.empty() && name != only) continue;
+    const std::string where = "tools[" + std::to_string(i) + "].function.parameters";
+    const ordered schema = function.contains("parameters") ? function["parameters"] : ordered::object({{"type", "object"}});
+    if (format == ToolFormat::xml) {
+      // <parameter=P>\nVALUE\n</parameter>\n for each property, in order; strings as text
+      // without '<', other types as JSON.
+      std::vector<int32_t> parts = {g.literal("<tool_call>\n<function=" + name + ">\n")};
+      ByteSet text_bytes = ByteSet().add_range(0x20, 0x7e).add('\n').add('\t');
+      text_bytes.words['<' >> 6] &= ~(uint64_t(1) << ('<' & 63));
+      const int32_t text = g.repeat(g.choice({g.bytes(text_bytes), add_utf8_char(g)}), 0, -1);
+      std::vector<std::string> required;
+      if (schema.contains("required") && schema["required"].is_array())
+        for (const ordered& r : schema["required"])
+          if (r.is_string()) required.push_back(r);
+      if (schema.contains("properties") && schema["properties"].is_object()) {
+        for (const auto& [key, property] : schema["properties"].items()) {
+          int32_t value = text;
+          if (!(property.is_object() && property.value("type", ordered()) == "string")) {
+            Expected<int32_t> typed = add_json_schema(g, property);
+            if (!typed) return make_error(where + ".properties." + key + ": " + typed.error().message);
+            value = *typed;
+          }
+          const int32_t one = g.sequence({g.literal("<parameter=" + key + ">\n"), value, g.literal("\n</parameter>\n")});
+          const bool needed = std::find(required.begin(), required.end(), key) != required.end();
+          parts.push_back(needed ? one : g.repeat(one, 0, 1));
+        }
+      }
+      parts.push_back(g.literal("</function>\n</tool_call>"));
+      calls.push_back(g.sequence(parts));
+      continue;
+    }
+    Expected<int32_t> arguments = add_json_schema(g, schema);
+    if (!arguments) return make_error(where + ": " + arguments.error().message);
+    const std::string quoted = nlohmann::json(name).dump();
+    if (format == ToolFormat::llama_json)
+      calls.push_back(g.sequence({g.literal("{\"name\": " + quoted + ", \"parameters\": "), *arguments, g.literal("}")}));
+    else
+      calls.push_back(g.sequence({g.literal("<tool_call>\n{\"name\": " + quoted + ", \"arguments\": "), *arguments,
+                                  g.literal("}\n</tool_call>")}));
+  }
+  if (calls.empty()) return make_error("no tool named \"" + only + "\"");
+  const int32_t call = g.choice(calls);
+  if (parallel && format != ToolFormat::llama_json)
+    g.set_root(g.sequence({call, g.repeat(g.sequence({g.literal("\n"), call}), 0, -1)}));
+  else
+    g.set_root(call);
+  return grammar;
+}
+
+}  // namespace lockstep
