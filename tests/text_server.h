@@ -38,26 +38,32 @@ inline std::string byte_char(int b) {
 }
 
 // A byte-level BPE tokenizer over the fixture's 512 ids: 256 bytes, 254 merges of letter
-// pairs, and two special tokens for the chat template.
-inline void write_tokenizer(const TempDir& dir) {
+// pairs, and two special tokens for the chat template. think_tokens: the last two merges give way
+// to <think> and </think> (ids 508 and 509, not special, as Qwen3's).
+inline void write_tokenizer(const TempDir& dir, bool think_tokens = false) {
+  const int merged_to = think_tokens ? 508 : 510;
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
   json merges = json::array();
   int next = 256;
-  for (char a = 'a'; a <= 'z' && next < 510; ++a)
-    for (char b = 'a'; b <= 'z' && next < 510; ++b) {
+  for (char a = 'a'; a <= 'z' && next < merged_to; ++a)
+    for (char b = 'a'; b <= 'z' && next < merged_to; ++b) {
       merges.push_back(std::string(1, a) + " " + std::string(1, b));
       vocab[std::string(1, a) + std::string(1, b)] = next++;
     }
-  auto special = [](int id, const char* text) {
+  auto added_token = [](int id, const char* text, bool special) {
     return json{{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                {"normalized", false}, {"special", true}};
+                {"normalized", false}, {"special", special}};
   };
+  auto special = [&](int id, const char* text) { return added_token(id, text, true); };
+  auto added = [&](int id, const char* text) { return added_token(id, text, false); };
   json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens", {special(510, "<|im_start|>"), special(511, "<|im_end|>")}},
+      {"added_tokens", think_tokens ? json{added(508, "<think>"), added(509, "</think>"), special(510, "<|im_start|>"),
+                                           special(511, "<|im_end|>")}
+                                    : json{special(510, "<|im_start|>"), special(511, "<|im_end|>")}},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
       {"post_processor", nullptr},

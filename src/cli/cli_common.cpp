@@ -1,10 +1,13 @@
 #include "cli/cli_common.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <filesystem>
 #include <iostream>
 
 #include "backend/backend_factory.h"
+#include "cli/load_progress.h"
 #include "models/registry.h"
 
 namespace lockstep::cli {
@@ -43,6 +46,10 @@ Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
   if (!backend.ok()) return backend.error();
   loaded.backend = std::move(*backend);
   options.max_context = flags.context;
+  if (!flags.dummy_weights && !options.on_progress) {
+    auto progress = std::make_shared<LoadProgress>(isatty(STDERR_FILENO) != 0);
+    options.on_progress = [progress](int64_t done, int64_t total) { progress->update(done, total); };
+  }
   auto model = load_model(flags.model_dir, *loaded.backend, options,
                           flags.dummy_weights ? WeightChoice::dummy : WeightChoice::checkpoint);
   if (!model.ok()) return model.error();

@@ -104,6 +104,14 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotKeepNamingWhere) {
             "schema.$ref: \"#/elsewhere\" is not \"#\" or a schema under #/$defs or #/definitions");
   EXPECT_EQ(refusal(R"({"type": "decimal"})"), "schema.type: unknown type \"decimal\"");
   EXPECT_EQ(refusal(R"({"type": "string", "maxLength": -1})"), "schema.maxLength: must be a non-negative integer");
+  // What would make the lane thread's masks slow: a huge enum, a huge grammar.
+  nlohmann::json values = nlohmann::json::array();
+  for (int i = 0; i < 5000; ++i) values.push_back(i);
+  EXPECT_EQ(refusal(nlohmann::json{{"enum", values}}.dump().c_str()), "schema.enum: more than 4096 values are not supported");
+  nlohmann::json properties = nlohmann::json::object();
+  for (int i = 0; i < 400; ++i) properties["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 600 + i}};
+  EXPECT_EQ(refusal(nlohmann::json{{"type", "object"}, {"properties", properties}}.dump().c_str()),
+            "schema: too large a schema (its grammar passes 1048576 elements)");
 }
 
 // A vocabulary of single bytes, some pairs and an end id; masks by the trie must equal masks by

@@ -149,6 +149,7 @@ Expected<int32_t> SchemaCompiler::compile(const json& schema, const std::string&
   if (schema.contains("enum")) {
     const json& values = schema["enum"];
     if (!values.is_array() || values.empty()) return problem(path + ".enum", "must be a non-empty array");
+    if (values.size() > 4096) return problem(path + ".enum", "more than 4096 values are not supported");
     std::vector<int32_t> literals;
     for (const json& value : values) literals.push_back(g_.literal(value.dump()));
     return g_.choice(literals);
@@ -321,7 +322,11 @@ Expected<int32_t> SchemaCompiler::reference(const std::string& ref, const std::s
 
 Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema) {
   SchemaCompiler compiler(grammar, schema);
-  return compiler.compile(schema, "schema");
+  Expected<int32_t> root = compiler.compile(schema, "schema");
+  if (root.ok() && grammar.elements().size() > kMaxGrammarElements)
+    return make_error("schema: too large a schema (its grammar passes " + std::to_string(kMaxGrammarElements) +
+                      " elements)");
+  return root;
 }
 
 const json kNoSchema;

@@ -18,8 +18,11 @@
 namespace lockstep {
 
 // Adds rules for the JSON texts `schema` accepts; returns the rule. Ordered JSON: members are
-// written in the order the schema lists them.
+// written in the order the schema lists them. A schema whose grammar would pass kMaxGrammarElements
+// is refused (the lane thread computes its masks).
 [[nodiscard]] Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema);
+inline constexpr size_t kMaxGrammarElements = size_t(1) << 20;
+
 // One UTF-8 encoded character past ASCII (2 to 4 bytes, no surrogates or overlong forms).
 int32_t add_utf8_char(Grammar& grammar);
 // Any JSON value; any JSON object.

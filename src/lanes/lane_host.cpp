@@ -201,7 +201,9 @@ void LaneHost::admit() {
     next.tokens = next.request.prompt;
     // A window's rows would each need the counts of the drafts before them: such streams do not draft.
     // So would a grammar's masks.
-    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft && !next.request.adjust.any() && !next.request.grammar;
+    next.drafts_on = settings_.draft_tokens > 0 && next.request.draft && !next.request.adjust.any() &&
+                     !next.request.grammar && next.request.think_budget < 0;
+    if (next.request.think_budget >= 0) next.thinking.emplace(next.request);
     if (next.request.adjust.any()) next.counts.emplace(next.request.adjust, next.request.prompt);
     if (next.request.grammar) next.constraint.emplace(next.request.grammar, next.request.grammar_after);
     start_from(next, cached);

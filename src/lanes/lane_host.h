@@ -179,6 +179,7 @@ class LaneHost {
     int64_t drafted = 0, accepted = 0;  // drafts verified, and those accepted and delivered
     std::optional<TokenCounts> counts;  // with penalties or logit_bias: the tokens they count
     std::optional<Constraint> constraint;  // with a grammar: where its tokens stand in it
+    std::optional<ThinkingBudget> thinking;  // with a thinking budget
   };
   // A stream's rows in a round: from first_row, its last token then `drafts` drafts.
   struct Window {

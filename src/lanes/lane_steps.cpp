@@ -95,7 +95,12 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   // its row is always its next position's).
   if (stream.counts && ahead == 0) stream.counts->edits(int32_t(plan_.batch.logit_rows.size()), plan_.edits);
   // A grammar's mask, from where the stream's own tokens stand in it (nor does it draft).
-  if (stream.constraint && stream.constraint->active() && ahead == 0) {
+  // A spent thinking budget allows only the end of thinking.
+  const int32_t forced = stream.thinking && ahead == 0 ? stream.thinking->forced() : -1;
+  if (forced >= 0) {
+    plan_.mask_rows.push_back(int32_t(plan_.batch.logit_rows.size()));
+    append_single_token_mask(runner_.info().vocab_size, forced, plan_.mask_bits);
+  } else if (stream.constraint && stream.constraint->active() && ahead == 0) {
     plan_.mask_rows.push_back(int32_t(plan_.batch.logit_rows.size()));
     stream.constraint->append_mask(plan_.mask_bits);
   }
@@ -121,6 +126,7 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   ++stream.generated;
   if (stream.counts) stream.counts->add(id);
   if (stream.constraint) stream.constraint->accept(id);
+  if (stream.thinking) stream.thinking->accept(id);
   {
     std::lock_guard lock(mutex_);
     ++stats_.generated_tokens;

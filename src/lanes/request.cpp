@@ -35,9 +35,17 @@ std::optional<RequestProblem> check_request(const ModelInfo& info, const Generat
   std::string field;
   if (std::string message = logit_adjustments_problem(request.adjust, info.vocab_size, &field); !message.empty())
     return RequestProblem{field, message};
+  if (request.think_budget >= 0 && (request.think_close < 0 || request.think_close >= info.vocab_size))
+    return RequestProblem{"max_reasoning_tokens", "a thinking budget needs the id that ends thinking"};
   if (request.grammar && request.grammar->vocabulary().size() != info.vocab_size)
     return RequestProblem{"response_format", "the grammar's vocabulary is not this model's"};
   return std::nullopt;
+}
+
+void append_single_token_mask(int64_t vocab, int32_t id, std::vector<uint32_t>& bits) {
+  const size_t first = bits.size();
+  bits.resize(first + size_t((vocab + 31) / 32), 0);
+  bits[first + (size_t(id) >> 5)] |= uint32_t(1) << (id & 31);
 }
 
 std::optional<FinishReason> finish_after(const ModelInfo& info, const GenerateRequest& request, int32_t id,

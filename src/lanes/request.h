@@ -28,7 +28,43 @@ struct GenerateRequest {
   // request's choices; one lane thread uses it). A stream with one does not draft.
   std::shared_ptr<TokenMasks> grammar = nullptr;
   int32_t grammar_after = -1;  // >= 0: the grammar applies once this id was generated (the end of thinking)
+  // A thinking budget (max_reasoning_tokens): once this many tokens were generated inside
+  // think_open ... think_close, the next token is think_close. -1: none. A stream with one does
+  // not draft.
+  int64_t think_budget = -1;
+  int32_t think_open = -1, think_close = -1;
+  bool thinking_at_start = false;  // the prompt opened thinking
 };
+
+// Where a stream stands in its thinking budget: the id its next token must be, from its own
+// tokens alone (so exactness holds). The lanes and SoloRun both keep one.
+class ThinkingBudget {
+ public:
+  explicit ThinkingBudget(const GenerateRequest& request)
+      : budget_(request.think_budget), open_(request.think_open), close_(request.think_close),
+        inside_(request.thinking_at_start) {}
+
+  // The id the next token must be, or -1.
+  int32_t forced() const { return inside_ && spent_ >= budget_ ? close_ : -1; }
+  void accept(int32_t id) {
+    if (!inside_) {
+      inside_ = id == open_;
+    } else if (id == close_) {
+      inside_ = false;
+    } else {
+      ++spent_;
+    }
+  }
+
+ private:
+  int64_t budget_;
+  int32_t open_, close_;
+  bool inside_;
+  int64_t spent_ = 0;
+};
+
+// The mask (Backend::mask_logits' layout) that allows `id` alone.
+void append_single_token_mask(int64_t vocab, int32_t id, std::vector<uint32_t>& bits);
 
 enum class FinishReason {
   length,   // max_tokens generated

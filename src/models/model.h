@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct ModelOptions {
   // More state slots, made only by a model with state and an MTP head: a verify window's
   // per-row states (LaneSettings::draft_width * draft_tokens).
   int32_t draft_state_slots = 0;
+  // Loading a checkpoint: called as the model takes each weight, with the bytes of the weights
+  // taken so far and of all of them (the CLI shows a progress line on stderr).
+  std::function<void(int64_t done, int64_t total)> on_progress = nullptr;
 };
 
 class Model {

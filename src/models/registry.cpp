@@ -1,6 +1,8 @@
 #include "models/registry.h"
 
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <new>
 
 #include "io/dummy_weights.h"
@@ -63,6 +65,41 @@ Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, cons
   return make_error("unsupported architecture '" + architecture + "' in config.json; supported: " + supported);
 }
 
+namespace {
+
+// A checkpoint that reports the bytes of the weights the model has taken so far.
+class ProgressWeights : public WeightSource {
+ public:
+  ProgressWeights(std::unique_ptr<WeightSource> inner, std::function<void(int64_t, int64_t)> report)
+      : inner_(std::move(inner)), report_(std::move(report)) {
+    for (const std::string& name : inner_->names())
+      if (auto info = inner_->find(name); info.ok()) total_ += int64_t(info->bytes);
+  }
+  bool has(const std::string& name) const override { return inner_->has(name); }
+  std::vector<std::string> names() const override { return inner_->names(); }
+  Expected<TensorInfo> find(const std::string& name) const override {
+    Expected<TensorInfo> info = inner_->find(name);
+    if (info.ok()) {
+      std::lock_guard lock(mutex_);
+      if (taken_.insert(name).second) {
+        done_ += int64_t(info->bytes);
+        report_(done_, total_);
+      }
+    }
+    return info;
+  }
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+  std::function<void(int64_t, int64_t)> report_;
+  int64_t total_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::set<std::string> taken_;
+  mutable int64_t done_ = 0;
+};
+
+}  // namespace
+
 Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options,
                                             WeightChoice choice) {
   namespace fs = std::filesystem;
@@ -76,6 +113,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
     auto checkpoint = Checkpoint::open(dir);
     if (!checkpoint.ok()) return checkpoint.error();
     weights = std::move(*checkpoint);
+    if (options.on_progress) weights = std::make_unique<ProgressWeights>(std::move(weights), options.on_progress);
   }
   Expected<std::unique_ptr<Model>> model = make_error("");
   try {

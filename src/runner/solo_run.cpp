@@ -61,6 +61,8 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
   std::optional<Constraint> constraint;  // with a grammar
   if (request.grammar) constraint.emplace(request.grammar, request.grammar_after);
   std::vector<uint32_t> mask;
+  std::optional<ThinkingBudget> thinking;  // with a thinking budget
+  if (request.think_budget >= 0) thinking.emplace(request);
   for (;;) {
     const int64_t position = int64_t(tokens.size());
     if (counts) {
@@ -68,15 +70,20 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
       counts->edits(0, edits);
       apply_edits(logits.data(), info.vocab_size, edits);
     }
-    if (constraint && constraint->active()) {
+    const int32_t forced = thinking ? thinking->forced() : -1;
+    if (forced >= 0 || (constraint && constraint->active())) {
       mask.clear();
-      constraint->append_mask(mask);
+      if (forced >= 0)
+        append_single_token_mask(info.vocab_size, forced, mask);
+      else
+        constraint->append_mask(mask);
       for (int64_t t = 0; t < info.vocab_size; ++t)
         if (!((mask[size_t(t) >> 5] >> (t & 31)) & 1)) logits[size_t(t)] = -std::numeric_limits<float>::infinity();
     }
     const int32_t id = sampler.sample(logits.data(), request.sampling, position);
     if (counts) counts->add(id);
     if (constraint) constraint->accept(id);
+    if (thinking) thinking->accept(id);
     result.tokens.push_back(id);
     tokens.push_back(id);
     if (on_token) on_token(id);

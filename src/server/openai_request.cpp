@@ -202,6 +202,8 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   if (auto prompt_error = read_prompt(text, body, chat, context, cancelled, out)) return *prompt_error;
   if (auto format_error = read_response_format(text, body, context, out)) return *format_error;
   if (auto tool_error = require_tool_call(body, context, out)) return *tool_error;
+  if (chat)
+    if (auto budget_error = read_reasoning_budget(body, context, out)) return *budget_error;
 
   const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
   auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);

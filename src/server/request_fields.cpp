@@ -14,9 +14,9 @@ constexpr std::array<std::string_view, 21> kCommon = {
     "stop",           "logprobs",         "ignore_eos",         "draft",      "return_token_ids",
     "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias",
     "response_format"};
-constexpr std::array<std::string_view, 7> kChat = {"messages",     "max_completion_tokens", "top_logprobs",
+constexpr std::array<std::string_view, 8> kChat = {"messages",     "max_completion_tokens", "top_logprobs",
                                                    "chat_template_kwargs", "tools", "tool_choice",
-                                                   "parallel_tool_calls"};
+                                                   "parallel_tool_calls", "max_reasoning_tokens"};
 constexpr std::array<std::string_view, 2> kCompletions = {"prompt", "echo"};
 
 template <size_t N>

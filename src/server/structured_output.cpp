@@ -32,6 +32,26 @@ int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& i
   return tokenizer.token_to_id("</think>").value_or(-1);
 }
 
+std::optional<RequestError> read_reasoning_budget(const nlohmann::json& body, const RequestContext& context,
+                                                  CompletionRequest& out) {
+  auto field = body.find("max_reasoning_tokens");
+  if (field == body.end() || field->is_null()) return std::nullopt;
+  auto bad = [](const std::string& message) {
+    return RequestError{400, message, "invalid_request_error", "max_reasoning_tokens", ""};
+  };
+  if (!field->is_number_integer() || (field->is_number_integer() && !field->is_number_unsigned() && field->get<int64_t>() < 0))
+    return bad("'max_reasoning_tokens' must be a non-negative integer");
+  const Tokenizer* tokenizer = context.text->has_tokenizer() ? &context.text->tokenizer() : nullptr;
+  const std::optional<int32_t> open = tokenizer ? tokenizer->token_to_id("<think>") : std::nullopt;
+  const std::optional<int32_t> close = tokenizer ? tokenizer->token_to_id("</think>") : std::nullopt;
+  if (!open || !close) return bad("'max_reasoning_tokens' needs a model whose vocabulary has <think> and </think> tokens");
+  out.generate.think_budget = int64_t(std::min<uint64_t>(field->get<uint64_t>(), uint64_t(1) << 40));
+  out.generate.think_open = *open;
+  out.generate.think_close = *close;
+  out.generate.thinking_at_start = grammar_start_after(*context.text, out.generate.prompt, true) >= 0;
+  return std::nullopt;
+}
+
 std::optional<RequestError> read_response_format(const std::string& text, const nlohmann::json& body,
                                                  const RequestContext& context, CompletionRequest& out) {
   auto format = body.find("response_format");

@@ -21,6 +21,11 @@ std::shared_ptr<const Vocabulary> model_vocabulary(const ModelInfo& info, const 
 [[nodiscard]] std::optional<RequestError> read_response_format(const std::string& text, const nlohmann::json& body,
                                                               const RequestContext& context, CompletionRequest& out);
 
+// Reads max_reasoning_tokens (chat): past that many tokens of thinking, the next is </think>.
+// Needs <think> and </think> to be tokens of the model's vocabulary.
+[[nodiscard]] std::optional<RequestError> read_reasoning_budget(const nlohmann::json& body, const RequestContext& context,
+                                                               CompletionRequest& out);
+
 // The id that closes thinking when the prompt `ids` left it open (chat), else -1: a grammar
 // applies from there.
 int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& ids, bool chat);

@@ -1,7 +1,8 @@
 // lockstep's server through the official `openai` npm package (pinned in package-lock.json,
 // installed by scripts/fetch-clients): a client nobody here wrote. Starts `lockstep serve` on the
 // embedded model (and a second one with an API key), then chats, streams, replays seeds, aborts,
-// and checks that refusals reach the client as its own error types.
+// parses structured output with zod, calls tools, and checks that refusals reach the client as
+// its own error types.
 //
 //   LOCKSTEP_BINARY=build/lockstep node tests/clients/openai_client_test.mjs
 import { spawn } from 'node:child_process';
@@ -94,13 +95,46 @@ test('refusals are the client\'s own error types, naming the field', async () =>
     assert.equal(error.param, 'max_tokens');
     return true;
   });
-  // The embedded model's template renders no tools: a 400 that says so.
   const tool = { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {} } } };
-  await assert.rejects(client.chat.completions.create(ask('hi', { tools: [tool] })), (error) => {
+  const unknown = { type: 'function', function: { name: 'subtract' } };
+  await assert.rejects(client.chat.completions.create(ask('hi', { tools: [tool], tool_choice: unknown })), (error) => {
     assert.ok(error instanceof OpenAI.BadRequestError);
-    assert.equal(error.param, 'tools');
+    assert.equal(error.param, 'tool_choice');
     return true;
   });
+});
+
+test('tool calls, required and named, whole and streamed', async () => {
+  const tools = [
+    { type: 'function', function: { name: 'add', description: 'Adds two numbers', parameters: {
+      type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] } } },
+    { type: 'function', function: { name: 'sort', parameters: {
+      type: 'object', properties: { numbers: { type: 'array', items: { type: 'integer' }, maxItems: 4 } },
+      required: ['numbers'] } } },
+  ];
+  const request = ask('What is 2 + 3?', { tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 400, seed: 7 });
+  const reply = await client.chat.completions.create(request);
+  assert.equal(reply.choices[0].finish_reason, 'tool_calls');
+  assert.equal(reply.choices[0].message.tool_calls.length, 1);
+  const call = reply.choices[0].message.tool_calls[0];
+  assert.ok(['add', 'sort'].includes(call.function.name));
+  assert.equal(typeof JSON.parse(call.function.arguments), 'object');
+  // Streamed (the same seed: the same call id): the call's id and name first, then its arguments,
+  // folded as a client folds them.
+  const calls = [];
+  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+    for (const delta of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      calls[delta.index] ??= { id: delta.id, name: delta.function?.name, arguments: '' };
+      calls[delta.index].arguments += delta.function?.arguments ?? '';
+    }
+  }
+  assert.deepEqual(calls, [{ id: call.id, name: call.function.name, arguments: call.function.arguments }]);
+  const named = await client.chat.completions.create(
+    ask('Sort 3, 1, 2', { tools, tool_choice: { type: 'function', function: { name: 'sort' } }, max_tokens: 400 }),
+  );
+  assert.equal(named.choices[0].finish_reason, 'stop');
+  assert.equal(named.choices[0].message.tool_calls[0].function.name, 'sort');
+  assert.ok(Array.isArray(JSON.parse(named.choices[0].message.tool_calls[0].function.arguments).numbers));
 });
 
 test('chat.completions.parse with a zod schema gets an object it validates', async () => {

@@ -3,6 +3,7 @@ that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
                      [--length L] [--mtp-steps N] [--mtp-depth D]
+    python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D]   (a head alone)
 
 Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
 to draft the next --mtp-depth tokens, chained; its tensors join model.safetensors under the published
@@ -39,9 +40,18 @@ import corpus
 from fast_paths import fast_training_paths
 from mtp_head import MtpHead
 
-CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-                 "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-                 "{% endif %}")
+# Hermes-style tools (tool_choice "required" makes the model write a call by grammar: it never
+# learned to call tools on its own).
+CHAT_TEMPLATE = ("{% if tools %}{{ '<|im_start|>system\\nYou may call these tools:\\n<tools>' }}"
+                 "{% for tool in tools %}{{ '\\n' + (tool | tojson) }}"
+                 '{% endfor %}{{ \'\\n</tools>\\nTo call one, write <tool_call>\\n{"name": NAME, "arguments": ARGUMENTS}\\n</tool_call><|im_end|>\\n\' }}'
+                 '{% endif %}{% for message in messages %}'
+                 "{% if message['role'] == 'tool' %}{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
+                 "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] }}"
+                 '{% if message.tool_calls %}'
+                 '{% for call in message.tool_calls %}{{ \'<tool_call>\\n{"name": "\' + call.function.name + \'", "arguments": \' + (call.function.arguments | tojson) + \'}\\n</tool_call>\' }}'
+                 "{% endfor %}{% endif %}{{ '<|im_end|>\\n' }}{% endif %}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
@@ -289,10 +299,39 @@ def main():
     parser.add_argument("--mtp-steps", type=int, default=2000,
                         help="steps training the MTP head on the trained, frozen model (0: no head)")
     parser.add_argument("--mtp-depth", type=int, default=3, help="chained head steps trained (drafts it learns to make)")
+    parser.add_argument("--head-only", metavar="MODEL_DIR",
+                        help="train only an MTP head, on the model already trained in MODEL_DIR (its weights and "
+                             "answers unchanged), and write that folder with the head to --out")
     args = parser.parse_args()
     use_deterministic_kernels()
     with triangular_cumsum():
-        train(args)
+        train_head_only(args) if args.head_only else train(args)
+
+
+def train_head_only(args):
+    """Adds an MTP head to a trained model folder: the main weights are kept byte for byte (so its
+    answers and held-out accuracy stay), the head trains on them frozen."""
+    import shutil
+    torch.manual_seed(args.seed)
+    started = time.time()
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    tokenizer = Tokenizer.from_file(os.path.join(args.head_only, "tokenizer.json"))
+    model = NemotronHForCausalLM.from_pretrained(args.head_only, dtype=torch.float32).to("cuda")
+    model.eval()
+    main_sha256 = file_sha256(os.path.join(args.head_only, "model.safetensors"))
+    head, accuracy = train_mtp(model, tokenizer, args, "cuda")
+    shutil.copytree(args.head_only, args.out, dirs_exist_ok=True)
+    add_mtp_head(args.out, head)
+    path = os.path.join(args.out, "training.json")
+    with open(path) as f:
+        training = json.load(f)
+    training.update({"mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_length": args.length,
+                     "mtp_heldout_accuracy": accuracy, "mtp_seconds": round(time.time() - started),
+                     "main_model_sha256": main_sha256,
+                     "model_sha256": file_sha256(os.path.join(args.out, "model.safetensors"))})
+    with open(path, "w") as f:
+        json.dump(training, f, indent=2)
+    print(f"wrote {args.out} with an MTP head in {time.time() - started:.0f}s", flush=True)
 
 
 def train(args):
