@@ -1,6 +1,7 @@
 #include "grammar/grammar_matcher.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace lockstep {
@@ -8,34 +9,49 @@ namespace {
 
 using Kind = Grammar::Element::Kind;
 
-// Expands `stack` until its top is a bytes element (added to `out`) or it is empty (the match
-// may end). `expansions` bounds rules entered without a byte matched: a grammar whose rule can
-// start with itself would otherwise never stop.
-void settle(const Grammar& grammar, std::vector<int32_t> stack, GrammarState& out, int expansions) {
-  const std::vector<Grammar::Element>& elements = grammar.elements();
-  while (!stack.empty()) {
-    const Grammar::Element element = elements[size_t(stack.back())];
-    if (element.kind == Kind::bytes) {
-      out.stacks.push_back(std::move(stack));
+// One step's expansion: stacks are settled until each top is a bytes element (a stack of
+// `out`) or the stack is empty (the match may end). A stack met twice in one step is settled
+// once: rules shared by many paths (anyOf over one $ref, optional members skipped one after
+// another) cost their number of distinct stacks, not of paths. `budget` bounds the work of one
+// step whatever the grammar; a rule entered through itself with nothing matched only deepens the
+// stack, which stops at kMaxGrammarDepth.
+struct Settler {
+  const Grammar& grammar;
+  GrammarState& out;
+  std::set<std::vector<int32_t>> seen = {};
+  int64_t budget = kMaxSettleSteps;
+
+  void settle(std::vector<int32_t> stack) {
+    const std::vector<Grammar::Element>& elements = grammar.elements();
+    while (!stack.empty()) {
+      if (--budget < 0) {
+        out.truncated = true;
+        return;
+      }
+      if (!seen.insert(stack).second) return;
+      const Grammar::Element element = elements[size_t(stack.back())];
+      if (element.kind == Kind::bytes) {
+        out.stacks.push_back(std::move(stack));
+        return;
+      }
+      const int32_t at = stack.back();
+      stack.pop_back();
+      if (element.kind == Kind::end) continue;  // that alternative is done: go on below it
+      // A rule: go on after it once it is done (nothing to remember when it ends its
+      // alternative), and enter each of its alternatives.
+      if (elements[size_t(at) + 1].kind != Kind::end) stack.push_back(at + 1);
+      if (stack.size() >= kMaxGrammarDepth) return;
+      const std::vector<int32_t>& alternatives = grammar.alternatives(element.index);
+      for (size_t i = 0; i < alternatives.size(); ++i) {
+        std::vector<int32_t> entered = i + 1 < alternatives.size() ? stack : std::move(stack);
+        entered.push_back(alternatives[i]);
+        settle(std::move(entered));
+      }
       return;
     }
-    const int32_t at = stack.back();
-    stack.pop_back();
-    if (element.kind == Kind::end) continue;  // that alternative is done: go on below it
-    // A rule: go on after it once it is done (nothing to remember when it ends its alternative),
-    // and enter each of its alternatives.
-    if (elements[size_t(at) + 1].kind != Kind::end) stack.push_back(at + 1);
-    if (stack.size() >= kMaxGrammarDepth || expansions > 64) return;
-    const std::vector<int32_t>& alternatives = grammar.alternatives(element.index);
-    for (size_t i = 0; i < alternatives.size(); ++i) {
-      std::vector<int32_t> entered = i + 1 < alternatives.size() ? stack : std::move(stack);
-      entered.push_back(alternatives[i]);
-      settle(grammar, std::move(entered), out, expansions + 1);
-    }
-    return;
+    out.can_end = true;
   }
-  out.can_end = true;
-}
+};
 
 void tidy(GrammarState& state) {
   std::sort(state.stacks.begin(), state.stacks.end());
@@ -44,22 +60,31 @@ void tidy(GrammarState& state) {
 
 }  // namespace
 
+std::string grammar_problem(const Grammar& grammar) {
+  const GrammarState start = grammar_start(grammar);
+  if (start.truncated) return "too complex a grammar: its first character alone has too many ways to match";
+  if (start.finished() && !start.can_end) return "the grammar allows no text at all";
+  return "";
+}
+
 GrammarState grammar_start(const Grammar& grammar) {
   GrammarState state;
   if (grammar.root() < 0) return state;
-  for (int32_t alternative : grammar.alternatives(grammar.root())) settle(grammar, {alternative}, state, 0);
+  Settler settler{grammar, state};
+  for (int32_t alternative : grammar.alternatives(grammar.root())) settler.settle({alternative});
   tidy(state);
   return state;
 }
 
 GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte) {
   GrammarState next;
+  Settler settler{grammar, next};
   for (const std::vector<int32_t>& stack : state.stacks) {
     const Grammar::Element& top = grammar.elements()[size_t(stack.back())];
     if (!grammar.byte_set(top.index).has(byte)) continue;
     std::vector<int32_t> moved = stack;
     ++moved.back();
-    settle(grammar, std::move(moved), next, 0);
+    settler.settle(std::move(moved));
   }
   tidy(next);
   return next;

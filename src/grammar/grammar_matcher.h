@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -14,11 +15,16 @@ namespace lockstep {
 struct GrammarState {
   std::vector<std::vector<int32_t>> stacks;  // sorted and unique; none empty
   bool can_end = false;                      // the bytes so far are a whole match
+  bool truncated = false;                    // the step passed kMaxSettleSteps: stacks were dropped
 
   // Nothing more can follow (though the match may be whole: can_end).
   bool finished() const { return stacks.empty(); }
   bool operator==(const GrammarState& other) const = default;
 };
+
+// Why a grammar cannot constrain a reply (it allows no text at all, or its start alone passes
+// kMaxSettleSteps), or empty when it can.
+std::string grammar_problem(const Grammar& grammar);
 
 // The state before any byte, at the grammar's root.
 GrammarState grammar_start(const Grammar& grammar);
@@ -27,5 +33,8 @@ GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uin
 
 // Stacks deeper than this are dropped (a JSON value nested past it cannot be written).
 inline constexpr size_t kMaxGrammarDepth = 256;
+// The most stacks one byte's step settles; past it the rest are dropped. Grammars are checked
+// against it when compiled (check_grammar), so a request's grammar never reaches it at its start.
+inline constexpr int64_t kMaxSettleSteps = 200000;
 
 }  // namespace lockstep

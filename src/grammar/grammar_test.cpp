@@ -114,8 +114,56 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotKeepNamingWhere) {
             "schema: too large a schema (its grammar passes 1048576 elements)");
 }
 
+// Shared rules met by many paths (anyOf over one $ref, level after level) cost their distinct
+// stacks, not their paths; long runs of optional members can all be skipped; a grammar that
+// allows nothing is named as such.
+TEST(JsonSchemaGrammar, SharedRulesAndOptionalRunsStayCheapAndWhole) {
+  nlohmann::ordered_json defs = nlohmann::ordered_json::object();
+  for (int level = 0; level < 15; ++level) {
+    const nlohmann::ordered_json next = {{"$ref", "#/$defs/d" + std::to_string(level + 1)}};
+    defs["d" + std::to_string(level)] = {{"anyOf", {next, next, next, next}}};
+  }
+  defs["d15"] = {{"type", "null"}};
+  Grammar shared;
+  Expected<int32_t> root = add_json_schema(shared, nlohmann::ordered_json{{"$defs", defs}, {"$ref", "#/$defs/d0"}});
+  ASSERT_TRUE(root.ok()) << root.error().message;
+  shared.set_root(*root);
+  EXPECT_EQ(grammar_problem(shared), "");
+  EXPECT_TRUE(matches(shared, "null"));
+
+  nlohmann::ordered_json properties = nlohmann::ordered_json::object();
+  for (int i = 0; i < 70; ++i) properties["p" + std::to_string(i)] = {{"type", "integer"}};
+  Grammar optional;
+  root = add_json_schema(optional, nlohmann::ordered_json{{"type", "object"}, {"properties", properties}});
+  ASSERT_TRUE(root.ok());
+  optional.set_root(*root);
+  EXPECT_TRUE(matches(optional, "{}"));
+  EXPECT_TRUE(matches(optional, R"({"p69": 1})"));
+  EXPECT_TRUE(matches(optional, R"({"p0": 1, "p35": 2, "p69": 3})"));
+
+  Grammar loop;
+  root = add_json_schema(loop, ordered::parse(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"));
+  ASSERT_TRUE(root.ok());
+  loop.set_root(*root);
+  EXPECT_EQ(grammar_problem(loop), "the grammar allows no text at all");
+}
+
+TEST(JsonSchemaGrammar, EnumsAndConstsTakeOnlyATypeBesideThem) {
+  EXPECT_TRUE(matches(schema_grammar(R"({"type": "string", "enum": ["a", "b"], "title": "x"})"), R"("b")"));
+  Grammar grammar;
+  for (const char* schema : {R"({"type": "string", "enum": ["a", 1]})", R"({"enum": ["a"], "maxLength": 3})",
+                             R"({"anyOf": [{"type": "object"}], "properties": {"a": {}}})"})
+    EXPECT_FALSE(add_json_schema(grammar, ordered::parse(schema)).ok()) << schema;
+}
+
 // A vocabulary of single bytes, some pairs and an end id; masks by the trie must equal masks by
 // stepping each token's bytes through the grammar one at a time.
+// End ids outside the vocabulary (a generation_config.json may list any) are dropped, not written.
+TEST(TokenMasksTest, EndIdsOutsideTheVocabularyAreDropped) {
+  Vocabulary vocabulary({"a", "b", "c"}, {-1, 2, 200000});
+  EXPECT_EQ(vocabulary.end_ids(), std::vector<int32_t>{2});
+}
+
 TEST(TokenMasksTest, TrieMasksEqualTokenByTokenChecks) {
   std::vector<std::string> spelled = {"", "{", "}", "\"", "a", "ab", "\"a", "\": ", ",", ":", " ", "1", "12", "-",
                                       "true", "tr", "x\"}", "\\n", "\\", "n", "b", "{\"", "é", "\xc3", "\xa9"};

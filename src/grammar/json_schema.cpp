@@ -50,6 +50,21 @@ class SchemaCompiler {
 
 Error problem(const std::string& path, const std::string& message) { return make_error(path + ": " + message); }
 
+// Whether `value` is of `type` (a type name or a list of them).
+bool has_type(const json& value, const json& type) {
+  if (type.is_array()) {
+    for (const json& each : type)
+      if (has_type(value, each)) return true;
+    return false;
+  }
+  if (!type.is_string()) return false;
+  const std::string name = type.get<std::string>();
+  return (name == "object" && value.is_object()) || (name == "array" && value.is_array()) ||
+         (name == "string" && value.is_string()) || (name == "integer" && value.is_number_integer()) ||
+         (name == "number" && value.is_number()) || (name == "boolean" && value.is_boolean()) ||
+         (name == "null" && value.is_null());
+}
+
 int32_t SchemaCompiler::separator(char c) {
   int32_t& rule = c == ',' ? comma_ : colon_;
   if (rule < 0) rule = g_.sequence({g_.literal(std::string(1, c)), g_.repeat(g_.literal(" "), 0, 1)});
@@ -144,6 +159,22 @@ Expected<int32_t> SchemaCompiler::compile(const json& schema, const std::string&
         if (kKeywords.count(key) && key != "$ref") return problem(path, "\"$ref\" beside \"" + key + "\" is not supported");
     if (!schema["$ref"].is_string()) return problem(path + ".$ref", "must be a string");
     return reference(schema["$ref"].get<std::string>(), path);
+  }
+  // Beside const, enum and anyOf: annotations, and for const and enum a `type` every value has.
+  for (const char* keyword : {"const", "enum", "anyOf"}) {
+    if (!schema.contains(keyword)) continue;
+    for (const auto& [key, value] : schema.items()) {
+      const bool typed_values = key == "type" && std::string(keyword) != "anyOf";
+      if (kKeywords.count(key) && key != keyword && !typed_values)
+        return problem(path, "\"" + key + "\" beside \"" + keyword + "\" is not supported");
+    }
+    if (schema.contains("type")) {
+      const json values = std::string(keyword) == "const" ? json::array({schema["const"]}) : schema[keyword];
+      if (!values.is_array()) return problem(path + "." + keyword, "must be an array");
+      for (const json& value : values)
+        if (!has_type(value, schema["type"]))
+          return problem(path + "." + keyword, value.dump() + " is not of the schema's type " + schema["type"].dump());
+    }
   }
   if (schema.contains("const")) return g_.literal(schema["const"].dump());
   if (schema.contains("enum")) {
@@ -321,7 +352,12 @@ Expected<int32_t> SchemaCompiler::reference(const std::string& ref, const std::s
 }  // namespace
 
 Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema) {
-  SchemaCompiler compiler(grammar, schema);
+  return add_json_schema(grammar, schema, schema);
+}
+
+Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema,
+                                  const nlohmann::ordered_json& root_schema) {
+  SchemaCompiler compiler(grammar, root_schema);
   Expected<int32_t> root = compiler.compile(schema, "schema");
   if (root.ok() && grammar.elements().size() > kMaxGrammarElements)
     return make_error("schema: too large a schema (its grammar passes " + std::to_string(kMaxGrammarElements) +

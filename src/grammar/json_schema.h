@@ -21,6 +21,9 @@ namespace lockstep {
 // written in the order the schema lists them. A schema whose grammar would pass kMaxGrammarElements
 // is refused (the lane thread computes its masks).
 [[nodiscard]] Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema);
+// A part of a larger schema: its $refs resolve against `root` (a tool's parameters, say).
+[[nodiscard]] Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema,
+                                                const nlohmann::ordered_json& root);
 inline constexpr size_t kMaxGrammarElements = size_t(1) << 20;
 
 // One UTF-8 encoded character past ASCII (2 to 4 bytes, no surrogates or overlong forms).

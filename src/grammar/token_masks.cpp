@@ -8,6 +8,9 @@ namespace lockstep {
 
 Vocabulary::Vocabulary(const std::vector<std::string>& token_bytes, std::vector<int32_t> end_ids)
     : size_(int32_t(token_bytes.size())), bytes_(token_bytes), end_ids_(std::move(end_ids)) {
+  // Ids outside the vocabulary (a generation_config.json may list any) end nothing here.
+  end_ids_.erase(std::remove_if(end_ids_.begin(), end_ids_.end(), [&](int32_t id) { return id < 0 || id >= size_; }),
+                 end_ids_.end());
   std::sort(end_ids_.begin(), end_ids_.end());
   std::vector<int32_t> order;
   for (int32_t id = 0; id < size_; ++id)
@@ -109,6 +112,9 @@ const std::vector<uint32_t>& TokenMasks::mask(int32_t state) {
     for (int32_t t = 0; t < node.token_count; ++t) allow(tokens[size_t(node.first_token + t)]);
     ++i;
   }
+  // A state no token can leave (nesting past kMaxGrammarDepth): the end ids, so the reply ends.
+  if (std::all_of(bits.begin(), bits.end(), [](uint32_t word) { return word == 0; }))
+    for (int32_t id : vocabulary_->end_ids()) allow(id);
   return masks_.emplace(state, std::move(bits)).first->second;
 }
 

@@ -96,11 +96,12 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   if (stream.counts && ahead == 0) stream.counts->edits(int32_t(plan_.batch.logit_rows.size()), plan_.edits);
   // A grammar's mask, from where the stream's own tokens stand in it (nor does it draft).
   // A spent thinking budget allows only the end of thinking.
-  const int32_t forced = stream.thinking && ahead == 0 ? stream.thinking->forced() : -1;
+  const bool constrained = stream.constraint && stream.constraint->active();
+  const int32_t forced = stream.thinking && ahead == 0 && !constrained ? stream.thinking->forced() : -1;
   if (forced >= 0) {
     plan_.mask_rows.push_back(int32_t(plan_.batch.logit_rows.size()));
     append_single_token_mask(runner_.info().vocab_size, forced, plan_.mask_bits);
-  } else if (stream.constraint && stream.constraint->active() && ahead == 0) {
+  } else if (constrained && ahead == 0) {
     plan_.mask_rows.push_back(int32_t(plan_.batch.logit_rows.size()));
     stream.constraint->append_mask(plan_.mask_bits);
   }

@@ -46,17 +46,21 @@ class ThinkingBudget {
 
   // The id the next token must be, or -1.
   int32_t forced() const { return inside_ && spent_ >= budget_ ? close_ : -1; }
+  // Once thinking closed, the budget is done: a later <think> (inside a JSON string, say) is text.
   void accept(int32_t id) {
+    if (closed_) return;
     if (!inside_) {
       inside_ = id == open_;
     } else if (id == close_) {
       inside_ = false;
+      closed_ = true;
     } else {
       ++spent_;
     }
   }
 
  private:
+  bool closed_ = false;
   int64_t budget_;
   int32_t open_, close_;
   bool inside_;

@@ -75,5 +75,26 @@ TEST(FinishAfter, EndIdThenMaxTokensThenContext) {
   EXPECT_FALSE(finish_after(info, request, 7, 1, 4).has_value());
 }
 
+// A thinking budget forces the end of thinking once spent, and only while thinking: once closed,
+// a later <think> is text.
+TEST(ThinkingBudgetTest, ForcesTheCloseOnlyWhileThinking) {
+  GenerateRequest request;
+  request.think_budget = 2;
+  request.think_open = 7;
+  request.think_close = 8;
+  ThinkingBudget budget(request);
+  EXPECT_EQ(budget.forced(), -1);  // not thinking yet
+  budget.accept(7);
+  budget.accept(1);
+  EXPECT_EQ(budget.forced(), -1);
+  budget.accept(2);
+  EXPECT_EQ(budget.forced(), 8);
+  budget.accept(8);
+  EXPECT_EQ(budget.forced(), -1);
+  budget.accept(7);
+  for (int i = 0; i < 5; ++i) budget.accept(3);
+  EXPECT_EQ(budget.forced(), -1);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "server/reasoning.h"
 
@@ -90,6 +91,7 @@ std::optional<RequestError> read_response_format(const std::string& text, const 
     if (!root) return bad_format("response_format.json_schema." + root.error().message);
     grammar->set_root(*root);
   }
+  if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad_format("response_format: " + problem);
   out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
   out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
   return std::nullopt;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 
 namespace lockstep {
@@ -84,12 +85,19 @@ std::vector<ToolCall> ToolCallParser::take() {
 bool ToolCallParser::parse_json_call(const std::string& text, const char* arguments_key) {
   ordered call = ordered::parse(trim(text), nullptr, false);
   if (call.is_discarded() || !call.is_object() || !call.contains("name") || !call["name"].is_string()) return false;
-  ordered arguments = ordered::object();
+  // A reply that is any JSON with a "name" is no call: it must name one of the tools and carry
+  // its arguments.
+  const std::string name = call["name"];
+  bool known = false;
+  for (const ordered& tool : tools_) known = known || tool["function"].value("name", "") == name;
+  if (!known) return false;
+  ordered arguments;
   for (const char* key : {arguments_key, "arguments", "parameters"}) {
     if (!call.contains(key)) continue;
     arguments = call[key];
     break;
   }
+  if (arguments.is_null()) return false;
   if (arguments.is_string()) arguments = ordered::parse(arguments.get<std::string>(), nullptr, false);
   if (!arguments.is_object()) return false;
   add(call["name"], arguments.dump());
@@ -178,6 +186,62 @@ std::string ToolCallParser::finish() {
   return parse_call(out) ? std::string() : std::string(kOpen) + out;  // an unclosed call at the end
 }
 
+namespace {
+
+// An xml VALUE of a string parameter: text without '<' (which would start the closing tag), or
+// one of its enum / const values; min/maxLength count characters. Other keywords are refused.
+Expected<int32_t> xml_text(Grammar& g, const ordered& property, const std::string& where) {
+  static const std::vector<std::string> kTaken = {"type", "enum", "const", "minLength", "maxLength", "title",
+                                                  "description", "default", "examples"};
+  for (const auto& [key, value] : property.items())
+    if (std::find(kTaken.begin(), kTaken.end(), key) == kTaken.end())
+      return make_error(where + ": \"" + key + "\" is not supported for a string parameter in this model's call format");
+  if (property.contains("enum") || property.contains("const")) {
+    const ordered values = property.contains("const") ? ordered::array({property["const"]}) : property["enum"];
+    std::vector<int32_t> literals;
+    for (const ordered& value : values) {
+      if (!value.is_string() || value.get<std::string>().find('<') != std::string::npos)
+        return make_error(where + ": enum values must be strings without '<' in this model's call format");
+      literals.push_back(g.literal(value.get<std::string>()));
+    }
+    return g.choice(literals);
+  }
+  ByteSet text_bytes = ByteSet().add_range(0x20, 0x7e).add('\n').add('\t');
+  text_bytes.words['<' >> 6] &= ~(uint64_t(1) << ('<' & 63));
+  const int32_t character = g.choice({g.bytes(text_bytes), add_utf8_char(g)});
+  const int64_t min = property.value("minLength", int64_t(0)), max = property.value("maxLength", int64_t(-1));
+  if (min < 0 || min > 1024 || max > 2048 || (max >= 0 && max < min))
+    return make_error(where + ": minLength and maxLength must be within 0..1024 and 0..2048");
+  return g.repeat(character, int32_t(min), int32_t(max));
+}
+
+// <tool_call>\n<function=NAME>\n, then <parameter=P>\nVALUE\n</parameter>\n for each property
+// in order (strings as text, other types as JSON), then </function>\n</tool_call>.
+Expected<int32_t> xml_call(Grammar& g, const std::string& name, const ordered& schema, const std::string& where) {
+  std::vector<int32_t> parts = {g.literal("<tool_call>\n<function=" + name + ">\n")};
+  std::vector<std::string> required;
+  if (schema.contains("required") && schema["required"].is_array())
+    for (const ordered& r : schema["required"])
+      if (r.is_string()) required.push_back(r);
+  if (schema.contains("properties") && schema["properties"].is_object()) {
+    for (const auto& [key, property] : schema["properties"].items()) {
+      const std::string at = where + ".properties." + key;
+      if (key.empty() || key.find_first_of("<>\n") != std::string::npos)
+        return make_error(at + ": a parameter name with '<', '>' or a newline cannot be written in this model's call format");
+      const bool text = property.is_object() && property.value("type", ordered()) == "string";
+      Expected<int32_t> value = text ? xml_text(g, property, at) : add_json_schema(g, property, schema);
+      if (!value) return make_error(text ? value.error().message : at + ": " + value.error().message);
+      const int32_t one = g.sequence({g.literal("<parameter=" + key + ">\n"), *value, g.literal("\n</parameter>\n")});
+      const bool needed = std::find(required.begin(), required.end(), key) != required.end();
+      parts.push_back(needed ? one : g.repeat(one, 0, 1));
+    }
+  }
+  parts.push_back(g.literal("</function>\n</tool_call>"));
+  return g.sequence(parts);
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<Grammar>> tool_call_grammar(ToolFormat format, const ordered& tools, const std::string& only,
                                                      bool parallel) {
   auto grammar = std::make_shared<Grammar>();
@@ -188,43 +252,24 @@ Expected<std::shared_ptr<Grammar>> tool_call_grammar(ToolFormat format, const or
     const std::string name = function["name"];
     if (!only.empty() && name != only) continue;
     const std::string where = "tools[" + std::to_string(i) + "].function.parameters";
-    const ordered schema = function.contains("parameters") ? function["parameters"] : ordered::object({{"type", "object"}});
+    // Arguments are an object: a schema that names no type is taken as one.
+    ordered schema = function.contains("parameters") ? function["parameters"] : ordered::object();
+    if (!schema.contains("type")) schema["type"] = "object";
+    if (schema["type"] != "object") return make_error(where + ": a tool's parameters must be an object schema");
+    Expected<int32_t> call = 0;
     if (format == ToolFormat::xml) {
-      // <parameter=P>\nVALUE\n</parameter>\n for each property, in order; strings as text
-      // without '<', other types as JSON.
-      std::vector<int32_t> parts = {g.literal("<tool_call>\n<function=" + name + ">\n")};
-      ByteSet text_bytes = ByteSet().add_range(0x20, 0x7e).add('\n').add('\t');
-      text_bytes.words['<' >> 6] &= ~(uint64_t(1) << ('<' & 63));
-      const int32_t text = g.repeat(g.choice({g.bytes(text_bytes), add_utf8_char(g)}), 0, -1);
-      std::vector<std::string> required;
-      if (schema.contains("required") && schema["required"].is_array())
-        for (const ordered& r : schema["required"])
-          if (r.is_string()) required.push_back(r);
-      if (schema.contains("properties") && schema["properties"].is_object()) {
-        for (const auto& [key, property] : schema["properties"].items()) {
-          int32_t value = text;
-          if (!(property.is_object() && property.value("type", ordered()) == "string")) {
-            Expected<int32_t> typed = add_json_schema(g, property);
-            if (!typed) return make_error(where + ".properties." + key + ": " + typed.error().message);
-            value = *typed;
-          }
-          const int32_t one = g.sequence({g.literal("<parameter=" + key + ">\n"), value, g.literal("\n</parameter>\n")});
-          const bool needed = std::find(required.begin(), required.end(), key) != required.end();
-          parts.push_back(needed ? one : g.repeat(one, 0, 1));
-        }
-      }
-      parts.push_back(g.literal("</function>\n</tool_call>"));
-      calls.push_back(g.sequence(parts));
-      continue;
+      call = xml_call(g, name, schema, where);
+    } else {
+      Expected<int32_t> arguments = add_json_schema(g, schema);
+      if (!arguments) return make_error(where + ": " + arguments.error().message);
+      const std::string quoted = nlohmann::json(name).dump();
+      call = format == ToolFormat::llama_json
+                 ? g.sequence({g.literal("{\"name\": " + quoted + ", \"parameters\": "), *arguments, g.literal("}")})
+                 : g.sequence({g.literal("<tool_call>\n{\"name\": " + quoted + ", \"arguments\": "), *arguments,
+                               g.literal("}\n</tool_call>")});
     }
-    Expected<int32_t> arguments = add_json_schema(g, schema);
-    if (!arguments) return make_error(where + ": " + arguments.error().message);
-    const std::string quoted = nlohmann::json(name).dump();
-    if (format == ToolFormat::llama_json)
-      calls.push_back(g.sequence({g.literal("{\"name\": " + quoted + ", \"parameters\": "), *arguments, g.literal("}")}));
-    else
-      calls.push_back(g.sequence({g.literal("<tool_call>\n{\"name\": " + quoted + ", \"arguments\": "), *arguments,
-                                  g.literal("}\n</tool_call>")}));
+    if (!call) return call.error();
+    calls.push_back(*call);
   }
   if (calls.empty()) return make_error("no tool named \"" + only + "\"");
   const int32_t call = g.choice(calls);
@@ -232,6 +277,7 @@ Expected<std::shared_ptr<Grammar>> tool_call_grammar(ToolFormat format, const or
     g.set_root(g.sequence({call, g.repeat(g.sequence({g.literal("\n"), call}), 0, -1)}));
   else
     g.set_root(call);
+  if (std::string problem = grammar_problem(g); !problem.empty()) return make_error("tools: " + problem);
   return grammar;
 }
 

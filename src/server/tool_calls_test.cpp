@@ -77,6 +77,9 @@ TEST(ToolCallParser, Llama3JsonIsAWholeReplyCall) {
   EXPECT_EQ(parsed.content, "");
   ASSERT_EQ(parsed.calls.size(), 1u);
   EXPECT_EQ(parsed.calls[0].arguments, R"({"a":1,"b":2.5})");
+  // JSON that does not call one of the tools is the reply's text.
+  EXPECT_EQ(parse(ToolFormat::llama_json, "{\"name\": \"Alice\", \"age\": 30}", 3).content, "{\"name\": \"Alice\", \"age\": 30}");
+  EXPECT_EQ(parse(ToolFormat::llama_json, "{\"name\": \"add\"}", 3).calls.size(), 0u);
   // Plain text is sent as it comes, not held to the end.
   ToolCallParser parser(ToolFormat::llama_json, kTools, 1);
   EXPECT_EQ(parser.push("Hello"), "Hello");
@@ -133,6 +136,37 @@ TEST(ToolCallGrammar, EveryTextItAllowsParsesAsCalls) {
     }
   }
   EXPECT_FALSE(tool_call_grammar(ToolFormat::hermes, kTools, "nope", true).ok());
+}
+
+// Arguments are always an object; xml string parameters keep their enum and lengths and $refs
+// resolve against the tool's parameters; what the markup cannot carry is refused.
+TEST(ToolCallGrammar, ParametersAreKeptOrRefused) {
+  auto tools = [](const char* parameters) {
+    return ordered::parse(std::string(R"([{"type": "function", "function": {"name": "f", "parameters": )") + parameters + "}}]");
+  };
+  auto allows = [](const std::shared_ptr<Grammar>& grammar, const std::string& text) {
+    GrammarState state = grammar_start(*grammar);
+    for (char c : text) state = grammar_step(*grammar, state, uint8_t(c));
+    return state.can_end;
+  };
+  auto any = tool_call_grammar(ToolFormat::hermes, tools("{}"), "", false);
+  ASSERT_TRUE(any.ok());
+  EXPECT_TRUE(allows(*any, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(allows(*any, "<tool_call>\n{\"name\": \"f\", \"arguments\": null}\n</tool_call>"));
+  EXPECT_FALSE(tool_call_grammar(ToolFormat::hermes, tools(R"({"type": "array"})"), "", false).ok());
+  auto xml = tool_call_grammar(ToolFormat::xml, tools(R"({"type": "object", "properties": {
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "at": {"$ref": "#/$defs/place"}},
+      "required": ["unit", "at"], "$defs": {"place": {"type": "object", "properties": {"x": {"type": "integer"}},
+      "required": ["x"]}}})"), "", false);
+  ASSERT_TRUE(xml.ok()) << xml.error().message;
+  const std::string call = "<tool_call>\n<function=f>\n<parameter=unit>\ncelsius\n</parameter>\n"
+                           "<parameter=at>\n{\"x\": 3}\n</parameter>\n</function>\n</tool_call>";
+  EXPECT_TRUE(allows(*xml, call));
+  std::string kelvin = call;
+  kelvin.replace(kelvin.find("celsius"), 7, "kelvin");
+  EXPECT_FALSE(allows(*xml, kelvin));
+  EXPECT_FALSE(tool_call_grammar(ToolFormat::xml, tools(R"({"properties": {"a>b": {"type": "integer"}}})"), "", false).ok());
+  EXPECT_FALSE(tool_call_grammar(ToolFormat::xml, tools(R"({"properties": {"s": {"type": "string", "pattern": "x"}}})"), "", false).ok());
 }
 
 }  // namespace
