@@ -13,18 +13,19 @@ using Kind = Grammar::Element::Kind;
 // `out`) or the stack is empty (the match may end). A stack met twice in one step is settled
 // once: rules shared by many paths (anyOf over one $ref, optional members skipped one after
 // another) cost their number of distinct stacks, not of paths. `budget` bounds the work of one
-// step whatever the grammar; a rule entered through itself with nothing matched only deepens the
-// stack, which stops at kMaxGrammarDepth.
+// step whatever the grammar, and kMaxSettleDepth the rules entered in a row with nothing matched
+// (a chain of thousands of optional members); a rule entered through itself with nothing matched
+// only deepens the stack, which stops at kMaxGrammarDepth.
 struct Settler {
   const Grammar& grammar;
   GrammarState& out;
   std::set<std::vector<int32_t>> seen = {};
   int64_t budget = kMaxSettleSteps;
 
-  void settle(std::vector<int32_t> stack) {
+  void settle(std::vector<int32_t> stack, int depth = 0) {
     const std::vector<Grammar::Element>& elements = grammar.elements();
     while (!stack.empty()) {
-      if (--budget < 0) {
+      if (--budget < 0 || depth > kMaxSettleDepth) {
         out.truncated = true;
         return;
       }
@@ -45,7 +46,7 @@ struct Settler {
       for (size_t i = 0; i < alternatives.size(); ++i) {
         std::vector<int32_t> entered = i + 1 < alternatives.size() ? stack : std::move(stack);
         entered.push_back(alternatives[i]);
-        settle(std::move(entered));
+        settle(std::move(entered), depth + 1);
       }
       return;
     }

@@ -36,5 +36,6 @@ inline constexpr size_t kMaxGrammarDepth = 256;
 // The most stacks one byte's step settles; past it the rest are dropped. Grammars are checked
 // against it when compiled (check_grammar), so a request's grammar never reaches it at its start.
 inline constexpr int64_t kMaxSettleSteps = 200000;
+inline constexpr int kMaxSettleDepth = 2048;
 
 }  // namespace lockstep

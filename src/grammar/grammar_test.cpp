@@ -140,6 +140,15 @@ TEST(JsonSchemaGrammar, SharedRulesAndOptionalRunsStayCheapAndWhole) {
   EXPECT_TRUE(matches(optional, "{}"));
   EXPECT_TRUE(matches(optional, R"({"p69": 1})"));
   EXPECT_TRUE(matches(optional, R"({"p0": 1, "p35": 2, "p69": 3})"));
+  // Thousands of optional members in a row: past kMaxSettleDepth the grammar says so, whatever
+  // the stack it would take.
+  for (int i = 70; i < 5000; ++i) properties["p" + std::to_string(i)] = {{"type", "integer"}};
+  Grammar many;
+  root = add_json_schema(many, nlohmann::ordered_json{{"type", "object"}, {"properties", properties}});
+  ASSERT_TRUE(root.ok());
+  many.set_root(*root);
+  GrammarState opened = grammar_step(many, grammar_start(many), '{');
+  EXPECT_TRUE(opened.truncated);
 
   Grammar loop;
   root = add_json_schema(loop, ordered::parse(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"));
