@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lockstep {
@@ -35,6 +36,10 @@ class SchemaCompiler {
   Expected<int32_t> members_from(const std::vector<int32_t>& members, const std::vector<bool>& required);
   // A count keyword: absent -> fallback; else a non-negative integer.
   Expected<int32_t> count(const json& schema, const char* key, int32_t fallback, const std::string& path);
+  // A min/max pair of counts (minLength/maxLength, minItems/maxItems): max -1 when absent; within
+  // kMaxBoundedRepeat, since each bounded step is a rule.
+  Expected<std::pair<int32_t, int32_t>> bounds(const json& schema, const std::string& min_key,
+                                               const std::string& max_key, const std::string& path);
 
   int32_t separator(char c);  // c, then at most one space
   int32_t json_string(int32_t min_chars, int32_t max_chars);
@@ -237,15 +242,22 @@ Expected<int32_t> SchemaCompiler::typed(const json& schema, const std::string& t
   return problem(path + ".type", "unknown type \"" + type + "\"");
 }
 
-Expected<int32_t> SchemaCompiler::string(const json& schema, const std::string& path) {
-  Expected<int32_t> min = count(schema, "minLength", 0, path);
+Expected<std::pair<int32_t, int32_t>> SchemaCompiler::bounds(const json& schema, const std::string& min_key,
+                                                             const std::string& max_key, const std::string& path) {
+  Expected<int32_t> min = count(schema, min_key.c_str(), 0, path);
   if (!min) return min.error();
-  Expected<int32_t> max = count(schema, "maxLength", -1, path);
+  Expected<int32_t> max = count(schema, max_key.c_str(), -1, path);
   if (!max) return max.error();
-  if (*max >= 0 && *max < *min) return problem(path, "maxLength is below minLength");
+  if (*max >= 0 && *max < *min) return problem(path, max_key + " is below " + min_key);
   if (*min > kMaxBoundedRepeat || (*max >= 0 && *max - *min > kMaxBoundedRepeat))
-    return problem(path, "minLength and maxLength over " + std::to_string(kMaxBoundedRepeat) + " are not supported");
-  return json_string(*min, *max);
+    return problem(path, min_key + " and " + max_key + " over " + std::to_string(kMaxBoundedRepeat) + " are not supported");
+  return std::pair{*min, *max};
+}
+
+Expected<int32_t> SchemaCompiler::string(const json& schema, const std::string& path) {
+  auto length = bounds(schema, "minLength", "maxLength", path);
+  if (!length) return length.error();
+  return json_string(length->first, length->second);
 }
 
 Expected<int32_t> SchemaCompiler::array(const json& schema, const std::string& path) {
@@ -257,14 +269,9 @@ Expected<int32_t> SchemaCompiler::array(const json& schema, const std::string& p
   } else {
     item = any_value();
   }
-  Expected<int32_t> min = count(schema, "minItems", 0, path);
-  if (!min) return min.error();
-  Expected<int32_t> max = count(schema, "maxItems", -1, path);
-  if (!max) return max.error();
-  if (*max >= 0 && *max < *min) return problem(path, "maxItems is below minItems");
-  if (*min > kMaxBoundedRepeat || (*max >= 0 && *max - *min > kMaxBoundedRepeat))
-    return problem(path, "minItems and maxItems over " + std::to_string(kMaxBoundedRepeat) + " are not supported");
-  return list(item, *min, *max, '[', ']');
+  auto items = bounds(schema, "minItems", "maxItems", path);
+  if (!items) return items.error();
+  return list(item, items->first, items->second, '[', ']');
 }
 
 Expected<int32_t> SchemaCompiler::object(const json& schema, const std::string& path) {
