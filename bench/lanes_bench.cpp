@@ -3,9 +3,14 @@
 // a long prompt, beside that prompt's whole fill time. Weights are random (DummyWeights).
 //
 //   lanes_bench [--model DIR] [--checkpoint] [--levels 1,2,4,8,24] [--tokens N] [--long-prompt N]
-//               [--chunk N] [--threads N] [--quick]
+//               [--chunk N] [--threads N] [--quick] [--schema JSON|default] [--tokenizer DIR]
 //
-// --checkpoint loads the folder's own weights instead of random ones.
+// --checkpoint loads the folder's own weights instead of random ones. --schema (a folder with a
+// tokenizer) runs each level again with every stream constrained by that JSON schema (its own
+// compiled masks, as each request has), side by side: what constrained decoding costs. The
+// default schema is a list of at least 50 {"name", "age", "tags"} objects, which no stream
+// finishes within --tokens. --tokenizer takes the vocabulary from another folder's tokenizer
+// (its ids below the model's vocabulary size), for a model folder without one.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +19,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/json_schema.h"
 #include "lanes/lane_host.h"
+#include "server/structured_output.h"
+#include "text/model_text.h"
 #include "models/registry.h"
 #include "runner/model_runner.h"
 #include "timing.h"
@@ -32,7 +41,14 @@ struct Args {
   int64_t chunk = 256;
   int threads = 0;
   bool checkpoint = false;
+  std::string schema;     // empty: no constrained run
+  std::string tokenizer;  // the folder whose tokenizer spells the vocabulary (empty: the model's)
 };
+
+const char* const kDefaultSchema =
+    R"({"type": "array", "minItems": 50, "items": {"type": "object", "required": ["name", "age", "tags"],)"
+    R"( "properties": {"name": {"type": "string", "maxLength": 24}, "age": {"type": "integer"},)"
+    R"( "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}}}}})";
 
 std::vector<int32_t> prompt_of(int64_t length, int salt, int64_t vocab) {
   std::vector<int32_t> prompt;
@@ -44,13 +60,15 @@ std::vector<int32_t> prompt_of(int64_t length, int salt, int64_t vocab) {
 struct Timeline {
   std::mutex mutex;
   std::vector<std::vector<Clock::time_point>> times;
+  std::vector<std::vector<int32_t>> ids;
   int ended = 0;
 };
 
 StreamEvents record(Timeline& timeline, size_t stream) {
-  return {[&timeline, stream](int32_t) {
+  return {[&timeline, stream](int32_t id) {
             std::lock_guard lock(timeline.mutex);
             timeline.times[stream].push_back(Clock::now());
+            if (stream < timeline.ids.size()) timeline.ids[stream].push_back(id);
           },
           [&timeline](const StreamEnd&) {
             std::lock_guard lock(timeline.mutex);
@@ -70,18 +88,25 @@ void wait_for(Timeline& timeline, int ends) {
 
 // Decode tok/s with `streams` streams: tokens after the last stream's first token, over the time
 // from then to the last token.
-double decode_rate(Model& model, const Args& args, int streams) {
+// With `grammar`, each stream keeps to it (with masks of its own); `ids` (when given) gets each
+// stream's tokens.
+double decode_rate(Model& model, const Args& args, int streams, const std::shared_ptr<Grammar>& grammar = nullptr,
+                   const std::shared_ptr<const Vocabulary>& vocabulary = nullptr,
+                   std::vector<std::vector<int32_t>>* ids = nullptr) {
   ModelRunner runner(model);
   LaneHost host(runner, {args.chunk, streams, streams});
   Timeline timeline;
   timeline.times.resize(size_t(streams));
+  timeline.ids.resize(size_t(streams));
   host.start();
   for (int i = 0; i < streams; ++i) {
     GenerateRequest request{prompt_of(16, i, model.info().vocab_size), args.tokens + 1, {}, true};
+    if (grammar) request.grammar = std::make_shared<TokenMasks>(grammar, vocabulary);
     (void)host.submit(request, record(timeline, size_t(i)));
   }
   wait_for(timeline, streams);
   host.stop();
+  if (ids) *ids = timeline.ids;
   Clock::time_point start = Clock::time_point::min(), end = Clock::time_point::min();
   for (const auto& t : timeline.times) start = std::max(start, t.front());
   int64_t counted = 0;
@@ -92,6 +117,27 @@ double decode_rate(Model& model, const Args& args, int streams) {
         end = std::max(end, at);
       }
   return counted / bench::seconds_between(start, end);
+}
+
+// The lane thread's grammar work for streams that wrote `ids`, done again alone and timed: each
+// token's mask (fresh masks per stream, as each request compiles its own) and its step. Seconds
+// per token.
+double grammar_seconds_per_token(const std::shared_ptr<Grammar>& grammar,
+                                 const std::shared_ptr<const Vocabulary>& vocabulary,
+                                 const std::vector<std::vector<int32_t>>& ids) {
+  std::vector<uint32_t> bits;
+  int64_t tokens = 0;
+  const Clock::time_point start = Clock::now();
+  for (const std::vector<int32_t>& stream : ids) {
+    Constraint constraint(std::make_shared<TokenMasks>(grammar, vocabulary), -1);
+    for (int32_t id : stream) {
+      bits.clear();
+      constraint.append_mask(bits);
+      constraint.accept(id);
+      ++tokens;
+    }
+  }
+  return tokens > 0 ? bench::seconds_between(start, Clock::now()) / double(tokens) : 0.0;
 }
 
 }  // namespace
@@ -107,6 +153,8 @@ int main(int argc, char** argv) {
     else if (flag == "--chunk") args.chunk = std::stoll(value());
     else if (flag == "--threads") args.threads = std::stoi(value());
     else if (flag == "--checkpoint") args.checkpoint = true;
+    else if (flag == "--schema") args.schema = value();
+    else if (flag == "--tokenizer") args.tokenizer = value();
     else if (flag == "--quick") args.levels = {1, 2, 4}, args.tokens = 8, args.long_prompt = 512;
     else if (flag == "--levels") {
       args.levels.clear();
@@ -136,12 +184,41 @@ int main(int argc, char** argv) {
   std::printf("model %s (%s weights), cpu %s, %d threads, chunk %lld\n", args.model.c_str(),
               args.checkpoint ? "its own" : "dummy", backend.isa(),
               backend.pool().size(), (long long)args.chunk);
-  std::printf("\n%8s %14s %12s %10s\n", "streams", "decode tok/s", "per stream", "vs 1");
+  std::shared_ptr<Grammar> grammar;
+  std::shared_ptr<const Vocabulary> vocabulary;
+  if (!args.schema.empty()) {
+    auto text = ModelText::load(args.tokenizer.empty() ? args.model : args.tokenizer);
+    if (!text.ok() || !text->has_tokenizer()) {
+      std::fprintf(stderr, "lanes_bench: --schema needs a tokenizer (the model folder's, or --tokenizer)\n");
+      return 1;
+    }
+    vocabulary = model_vocabulary((*model)->info(), *text);
+    grammar = std::make_shared<Grammar>();
+    auto schema = nlohmann::ordered_json::parse(args.schema == "default" ? kDefaultSchema : args.schema, nullptr, false);
+    Expected<int32_t> root = schema.is_discarded() ? Expected<int32_t>(make_error("--schema: not JSON"))
+                                                   : add_json_schema(*grammar, schema);
+    if (!root.ok()) {
+      std::fprintf(stderr, "lanes_bench: --schema: %s\n", root.error().message.c_str());
+      return 1;
+    }
+    grammar->set_root(*root);
+  }
+  std::printf("\n%8s %14s %12s %10s%s\n", "streams", "decode tok/s", "per stream", "vs 1",
+              grammar ? "   constrained tok/s   constrained / plain   grammar work a token   share of decode" : "");
   double one = 0;
   for (int streams : args.levels) {
     double rate = decode_rate(**model, args, streams);
     if (streams == args.levels.front()) one = rate / streams;
-    std::printf("%8d %14.2f %12.2f %9.2fx\n", streams, rate, rate / streams, rate / one / args.levels.front());
+    std::printf("%8d %14.2f %12.2f %9.2fx", streams, rate, rate / streams, rate / one / args.levels.front());
+    if (grammar) {
+      std::vector<std::vector<int32_t>> written;
+      double constrained = decode_rate(**model, args, streams, grammar, vocabulary, &written);
+      // The grammar's share: its serial work a token against the time a token takes.
+      const double work = grammar_seconds_per_token(grammar, vocabulary, written);
+      std::printf("   %17.2f   %19.3f   %17.1f us   %14.1f%%", constrained, constrained / rate, work * 1e6,
+                  100.0 * work * constrained);
+    }
+    std::printf("\n");
   }
 
   // The gap: stream 0 decodes; stream 1 sends a long prompt.

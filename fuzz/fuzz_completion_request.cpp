@@ -60,17 +60,23 @@ std::string qwen3_chat_template() {
 }
 
 void check_accepted(const CompletionRequest& request, bool chat, const Served& model) {
-  const GenerateRequest& generate = request.generate;
   if (request.chat != chat) fail("the request came back for the other endpoint");
-  if (auto problem = check_request(model.info, generate)) fail("accepted, but check_request says: " + problem->message);
-  if (int64_t(generate.prompt.size()) + generate.max_tokens > model.info.max_context)
-    fail("accepted a prompt plus max_tokens over the context");
+  if (request.prompts.empty() || request.prompts.size() > kMaxPrompts) fail("accepted no prompt, or too many");
+  if (request.generate.prompt != request.prompts.front().ids) fail("the request's prompt is not its first");
+  for (const PromptEntry& prompt : request.prompts) {
+    GenerateRequest generate = request.generate;
+    generate.prompt = prompt.ids;
+    if (auto problem = check_request(model.info, generate)) fail("accepted, but check_request says: " + problem->message);
+    if (int64_t(generate.prompt.size()) + generate.max_tokens > model.info.max_context)
+      fail("accepted a prompt plus max_tokens over the context");
+    // A text prompt was encoded only as far as the context: what was kept must be all of it.
+    if (!chat && prompt.text && model.text.tokenizer().encode(prompt.echo, true) != generate.prompt)
+      fail("a text prompt's ids are not its whole encoding");
+  }
   if (request.stop.size() > 16) fail("accepted more than 16 stop strings");
-  if (generate.top_logprobs < -1 || generate.top_logprobs > 20) fail("accepted logprobs out of 0..20");
-  // A text prompt was encoded only as far as the context: what was kept must be all of it.
-  if (!chat && !request.prompt_text.empty() &&
-      model.text.tokenizer().encode(request.prompt_text, true) != generate.prompt)
-    fail("a text prompt's ids are not its whole encoding");
+  const int32_t top = request.generate.top_logprobs, prompt_top = request.generate.prompt_logprobs;
+  if (top < -1 || top > 20 || prompt_top < -1 || prompt_top > 20) fail("accepted logprobs out of 0..20");
+  if (prompt_top >= 0 && (chat || !request.echo)) fail("prompt logprobs without echo");
 }
 
 void check_refused(const RequestError& error) {

@@ -3,6 +3,7 @@
 #include "fixture_lanes.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
+#include "sampling/logprobs.h"
 
 namespace lockstep {
 namespace {
@@ -154,6 +155,60 @@ TEST_P(LanesExactness, AStreamCancelledMidFillAndResentGivesTheSameIds) {
   run_until_idle(host);
   EXPECT_EQ(resent.ids, alone(long_prompt));
   EXPECT_EQ(neighbour.ids, alone(other));
+}
+
+// Echo with logprobs: every prompt token's logprob (and alternatives), from fill chunks shared
+// with decoding streams, is the log-softmax of the alone run's logits at the row before it, bit
+// for bit; the scoring stream's ids and its neighbours' are their alone runs'.
+TEST_P(LanesExactness, PromptLogprobsAreTheAloneLogitsAndChangeNoIds) {
+  std::vector<GenerateRequest> all = requests(5, true, 23);
+  all[0] = requests(5, false, 29)[3];  // 130 tokens: three chunks
+  all[0].prompt_logprobs = 3;
+  all[1].prompt_logprobs = 0;
+  all[1].max_tokens = 0;
+  ModelRunner runner(*model);
+  LaneHost host(runner, {kChunk, 8, 64});
+  std::vector<LaneResult> results(all.size());
+  std::vector<std::vector<TokenLogprobs>> scores(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    StreamEvents events{[&results, i](int32_t id) { results[i].ids.push_back(id); },
+                        [&results, i](const StreamEnd& end) { results[i].end = end; }};
+    events.on_prompt_logprobs = [&scores, i](const TokenLogprobs& lp) { scores[i].push_back(lp); };
+    auto submitted = host.submit(all[i], std::move(events));
+    ASSERT_TRUE(submitted.handle.has_value()) << submitted.error->message;
+  }
+  run_until_idle(host);
+  const int64_t vocab = model->info().vocab_size;
+  const bool on_gpu = GetParam().find('@') != std::string::npos;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<int32_t>& prompt = all[i].prompt;
+    ASSERT_EQ(scores[i].size(), prompt.size() - 1) << "stream " << i;
+    SoloRun run(*solo_model, kChunk);
+    auto logits = run.prompt_logits(prompt);
+    ASSERT_TRUE(logits.ok()) << logits.error().message;
+    for (size_t p = 1; p < prompt.size(); ++p) {
+      TokenLogprobs expected;
+      compute_logprobs(logits->data() + int64_t(p - 1) * vocab, vocab, prompt[p], all[i].prompt_logprobs, expected);
+      const TokenLogprobs& got = scores[i][p - 1];
+      EXPECT_EQ(got.id, prompt[p]);
+      if (!on_gpu) {
+        EXPECT_EQ(got.logprob, expected.logprob) << "stream " << i << " prompt token " << p;
+        EXPECT_EQ(got.top, expected.top) << "stream " << i << " prompt token " << p;
+        continue;
+      }
+      // The GPU's log-softmax sums in another order (CudaVsCpu.TokenLogprobsMatchTheHost).
+      EXPECT_NEAR(got.logprob, expected.logprob, 1e-5 * std::max(1.0f, std::fabs(expected.logprob)));
+      ASSERT_EQ(got.top.size(), expected.top.size());
+      for (size_t j = 0; j < got.top.size(); ++j) EXPECT_EQ(got.top[j].first, expected.top[j].first);
+    }
+  }
+  EXPECT_TRUE(results[1].ids.empty());
+  ASSERT_TRUE(results[1].end.has_value());
+  EXPECT_EQ(results[1].end->reason, FinishReason::length);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 1) continue;
+    EXPECT_EQ(results[i].ids, alone(all[i])) << "stream " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LanesExactness, ::testing::ValuesIn(families_and_backends()),

@@ -176,7 +176,7 @@ TEST_P(ServerTest, A400NamesTheFieldAtFaultInParam) {
       {R"({"prompt": [1, 99999]})", "prompt"},
       {R"({"prompt": [1, 4294967296]})", "prompt"},
       {R"({"prompt": []})", "prompt"},
-      {R"({"prompt": [1, 2], "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": [1, 2], "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": [1, 2], "max_tokens": 100000})", "max_tokens"},
       {R"({"prompt": [1, 2], "temperature": 101})", "temperature"},
       {R"({"prompt": [1, 2], "top_p": 0})", "top_p"},

@@ -117,6 +117,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // The device for people: the GPU's name, or the CPU's model and threads.
+  virtual std::string device() const { return std::string(name()); }
 
   // Memory. alloc'd memory is uninitialised. upload copies dst.bytes() from host memory;
   // download waits for pending ops, then copies src.bytes() to host memory. alloc throws

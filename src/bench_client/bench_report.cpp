@@ -131,6 +131,7 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
   }
   nlohmann::json out = {{"server", "http://" + target.server.host + ":" + std::to_string(target.server.port)},
                         {"model", target.model},
+                        {"device", target.device},
                         {"prompts_as", target.prompt_ids ? "ids" : "text"},
                         {"tokens", settings.tokens},
                         {"reps", settings.reps},

@@ -35,7 +35,9 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
 void print_long_prompt(std::ostream& out, const LongPromptResult& result);
 nlohmann::json long_prompt_json(const Target& target, const LongPromptResult& result);
 
-// A line chart (hand-written SVG): aggregate tok/s against streams, one line per temperature.
-std::string sweep_plot_svg(const SweepResult& sweep);
+// A line chart (hand-written SVG): aggregate tok/s against streams, one line per mode (each
+// point the mean over reps, a bar from the slowest rep to the fastest), under a line naming the
+// model, the tokens a stream, the reps and the server's device.
+std::string sweep_plot_svg(const Target& target, const SweepSettings& settings, const SweepResult& sweep);
 
 }  // namespace lockstep::bench

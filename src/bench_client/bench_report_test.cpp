@@ -46,6 +46,36 @@ TEST(BenchReport, CellSummaryAveragesRepsAndPoolsStreams) {
   EXPECT_NEAR(summary.max_gap_s, 1.0, 1e-6);
 }
 
+TEST(BenchReport, ThePlotNamesModelTokensRepsAndDeviceAndShowsTheSpreadOfReps) {
+  Cell cell;
+  cell.streams = 2;
+  cell.requests = {nlohmann::json::object(), nlohmann::json::object()};
+  cell.reps.push_back({2.0, {stream_at({0.1, 1.1}), stream_at({0.3, 0.8})}});  // 2 tok/s
+  cell.reps.push_back({1.0, {stream_at({0.2, 0.7}), stream_at({0.4, 0.9})}});  // 4 tok/s
+  Cell steady = cell;
+  steady.streams = 4;
+  steady.reps = {cell.reps[1], cell.reps[1]};
+  SweepResult sweep;
+  sweep.cells = {cell, steady};
+  Target target;
+  target.model = "tiny-arith";
+  target.device = "NVIDIA H200 <&>";
+  SweepSettings settings;
+  settings.tokens = 64;
+  settings.reps = 2;
+  const std::string svg = sweep_plot_svg(target, settings, sweep);
+  EXPECT_NE(svg.find("tiny-arith, 64 tokens a stream, 2 reps (bars: slowest to fastest), on NVIDIA H200 &lt;&amp;&gt;"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("2 streams: 3 tok/s (reps 2 to 4)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("4 streams: 4 tok/s (reps 4 to 4)"), std::string::npos) << svg;
+  // One bar: the cell whose reps differ.
+  size_t bars = 0;
+  for (size_t at = svg.find("stroke-width=\"1\""); at != std::string::npos; at = svg.find("stroke-width=\"1\"", at + 1))
+    ++bars;
+  EXPECT_EQ(bars, 1u);
+}
+
 TEST(BenchReport, LongPromptIdsHaveTheExactLength) {
   std::vector<std::string> prompts = {"ab", "cde"};
   std::vector<int32_t> ids = long_prompt_ids(prompts, 11, 1);

@@ -67,6 +67,13 @@ Expected<Target> warm_up(const HttpEndpoint& server, bool force_ids, const std::
   if (models->status == 200 && listed.is_object() && listed.contains("data") && listed["data"].is_array() &&
       !listed["data"].empty() && listed["data"][0].contains("id") && listed["data"][0]["id"].is_string())
     target.model = listed["data"][0]["id"].get<std::string>();
+  // lockstep's /version names its device; another server may have no such route.
+  if (Expected<HttpReply> version = http_request(server, "GET", "/version", "", timeout_seconds);
+      version.ok() && version->status == 200) {
+    nlohmann::json said = nlohmann::json::parse(version->body, nullptr, false);
+    if (said.is_object() && said.contains("device") && said["device"].is_string())
+      target.device = said["device"].get<std::string>();
+  }
   while (true) {
     nlohmann::json body = completion_body(target, prompt_json(target, prompt), 4, 0.0, std::nullopt);
     body["stream"] = false;

@@ -19,6 +19,7 @@ struct Target {
   std::string model;         // the id from /v1/models, sent as "model"; empty: not sent
   bool prompt_ids = false;   // prompts go as byte ids: the server has no tokenizer, or --ids
   int timeout_seconds = 600; // the longest wait for any byte of a reply
+  std::string device = "";   // what the server runs on, from its GET /version (empty: it does not say)
 };
 
 // A prompts file: a JSON array of non-empty strings.

@@ -71,7 +71,7 @@ int run_bench(const BenchFlags& flags) {
     exact = (!sweep->exactness || sweep->exactness->differ == 0) &&
             (!sweep->drafts_exactness || sweep->drafts_exactness->differ == 0);
     if (!flags.plot_path.empty())
-      if (Status written = write_text(flags.plot_path, bench::sweep_plot_svg(*sweep)); !written.ok())
+      if (Status written = write_text(flags.plot_path, bench::sweep_plot_svg(*target, flags.sweep, *sweep)); !written.ok())
         return fail(written.message());
   }
   std::cout.flush();

@@ -123,6 +123,7 @@ int run_serve(const ServeFlags& flags) {
     return fail(drafts.message());
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
+  settings.device = loaded->backend->device();
   ModelRunner runner(*loaded->model);
   OpenAiServer api(runner, *text, settings);
   api_ready = &api;

@@ -71,12 +71,17 @@ int32_t TokenMasks::intern(GrammarState state) {
 }
 
 int32_t TokenMasks::next(int32_t state, uint8_t byte) {
-  const uint64_t key = uint64_t(state) << 8 | byte;
-  if (auto found = transitions_.find(key); found != transitions_.end()) return found->second;
+  if (transitions_.size() <= size_t(state)) transitions_.resize(states_.size());
+  std::unique_ptr<int32_t[]>& row = transitions_[size_t(state)];
+  if (!row) {
+    row = std::make_unique<int32_t[]>(256);
+    std::fill(row.get(), row.get() + 256, kUnstepped);
+  }
+  int32_t* known = row.get() + byte;  // the row's storage stays put while transitions_ grows
+  if (*known != kUnstepped) return *known;
   GrammarState stepped = grammar_step(*grammar_, states_[size_t(state)], byte);
-  const int32_t id = stepped.finished() && !stepped.can_end ? -1 : intern(std::move(stepped));
-  transitions_.emplace(key, id);
-  return id;
+  *known = stepped.finished() && !stepped.can_end ? -1 : intern(std::move(stepped));
+  return *known;
 }
 
 int32_t TokenMasks::after_token(int32_t state, int32_t id) {

@@ -73,7 +73,11 @@ class TokenMasks {
   std::shared_ptr<const Vocabulary> vocabulary_;
   std::vector<GrammarState> states_;
   std::unordered_map<std::string, int32_t> state_ids_;       // by the stacks, spelled out
-  std::unordered_map<uint64_t, int32_t> transitions_;        // (state << 8 | byte) -> state or -1
+  // Each state's 256 transitions (the state after that byte, -1: not allowed, kUnstepped: not
+  // yet known), made when the state is first stepped from: a mask's trie walk looks one up for
+  // every node it visits, so this is an array index, not a hash lookup.
+  static constexpr int32_t kUnstepped = -2;
+  std::vector<std::unique_ptr<int32_t[]>> transitions_;
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
   std::vector<int32_t> trie_states_;                         // scratch for mask()
   int32_t start_ = 0;

@@ -14,7 +14,8 @@
 namespace lockstep {
 
 bool LaneHost::caches(const Stream& stream) const {
-  return memory_.cache() != nullptr && stream.request.cache_prompt;
+  // A stream that scores its prompt computes every row of it, so it starts from nothing.
+  return memory_.cache() != nullptr && stream.request.cache_prompt && stream.request.prompt_logprobs < 0;
 }
 
 PrefixCache::Match LaneHost::cached_prefix(const Stream& stream) {

@@ -79,6 +79,8 @@ struct StreamEvents {
   std::function<void(int32_t id)> on_token = nullptr;      // each generated id, in order
   std::function<void(const StreamEnd&)> on_end = nullptr;  // exactly once, last
   std::function<void(const TokenLogprobs&)> on_logprobs = nullptr;  // before on_token, when asked
+  // With prompt_logprobs: prompt tokens 1, 2, ... in order, before the first on_token.
+  std::function<void(const TokenLogprobs&)> on_prompt_logprobs = nullptr;
 };
 
 // Shared between a stream and whoever may cancel it.
@@ -196,6 +198,9 @@ class LaneHost {
   // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
   // `ahead`: positions past the stream's next (a window's later rows).
   void plan_token(Stream& stream, int32_t logit_row, int64_t ahead);
+  // With prompt_logprobs: a scoring logit row for each chunk row whose next token is the
+  // prompt's (after every plan_token row). Returns how many.
+  size_t plan_prompt_scores(const Stream& stream, const FillChunk& chunk);
   // Runs plan_, then `after_run` (if any), and accepts each logit row's id for the stream in
   // round_streams_ at its index; fails every active stream (and returns false) when the runner
   // refuses the plan.

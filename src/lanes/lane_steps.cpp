@@ -21,7 +21,10 @@ void LaneHost::fill_step(Stream& stream) {
     batch.positions.push_back(int32_t(p));
     batch.row_seq.push_back(0);
   }
-  if (last) plan_token(stream, int32_t(chunk.end - chunk.begin - 1), 0);
+  // max_tokens 0: the prompt is filled (for its logprobs) and nothing drawn.
+  const bool draws = last && stream.request.max_tokens > 0;
+  if (draws) plan_token(stream, int32_t(chunk.end - chunk.begin - 1), 0);
+  const size_t scored = plan_prompt_scores(stream, chunk);
   {
     std::lock_guard lock(mutex_);
     ++stats_.fill_steps;
@@ -29,7 +32,17 @@ void LaneHost::fill_step(Stream& stream) {
   }
   ++stream.next_chunk;
   if (last) stream.phase = Phase::decoding;
-  if (!run_plan([&] { cache_fill(stream, chunk.end); })) return;
+  // The prompt's logprobs reach the stream before its first token.
+  auto after_run = [&] {
+    cache_fill(stream, chunk.end);
+    for (size_t i = round_streams_.size(); i < round_streams_.size() + scored; ++i)
+      if (stream.events.on_prompt_logprobs) stream.events.on_prompt_logprobs(result_.logprobs[i]);
+  };
+  if (!run_plan(after_run)) return;
+  if (last && !draws) {
+    end(stream, {StreamEnd::Kind::finished, FinishReason::length, {}});
+    return;
+  }
   // The head takes in the chunk's rows inside the chunk, so the first round can already draft.
   if (stream.ended || !stream.drafts_on) return;
   draft_plan_.clear();
@@ -109,6 +122,21 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   plan_.samples.push_back({stream.request.sampling, int64_t(stream.tokens.size()) + ahead});
   plan_.top_logprobs.push_back(stream.request.top_logprobs);
   round_streams_.push_back(&stream);
+}
+
+size_t LaneHost::plan_prompt_scores(const Stream& stream, const FillChunk& chunk) {
+  const int32_t top = stream.request.prompt_logprobs;
+  const int64_t prompt = int64_t(stream.request.prompt.size());
+  if (top < 0 || chunk.begin + 1 >= prompt) return 0;
+  plan_.score_ids.resize(plan_.batch.logit_rows.size(), -1);
+  const int64_t end = std::min(chunk.end, prompt - 1);
+  for (int64_t p = chunk.begin; p < end; ++p) {
+    plan_.batch.logit_rows.push_back(int32_t(p - chunk.begin));
+    plan_.samples.push_back({SamplingParams{}, p + 1});  // greedy; the row takes its score id
+    plan_.top_logprobs.push_back(top);
+    plan_.score_ids.push_back(stream.request.prompt[size_t(p + 1)]);
+  }
+  return size_t(end - chunk.begin);
 }
 
 bool LaneHost::run_plan(const std::function<void()>& after_run) {

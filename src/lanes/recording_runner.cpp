@@ -92,9 +92,18 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
   }
   result.ids.resize(picks);
   result.logprobs.resize(picks);
+  if (!plan.score_ids.empty() && plan.score_ids.size() != picks)
+    return make_error("score ids must be none or one per logit row");
   for (size_t i = 0; i < picks; ++i) {
     result.ids[i] = picked[size_t(batch.logit_rows[i])];
     result.logprobs[i] = {result.ids[i], 0.0f, {}};
+    // A scoring row: its id's "logprob" is 0 where the fake would have picked it, else -1, and
+    // its one alternative is the pick.
+    if (!plan.score_ids.empty() && plan.score_ids[i] >= 0) {
+      const int32_t pick = result.ids[i];
+      result.ids[i] = plan.score_ids[i];
+      result.logprobs[i] = {plan.score_ids[i], pick == plan.score_ids[i] ? 0.0f : -1.0f, {{pick, 0.0f}}};
+    }
   }
   return Status::success();
 }

@@ -28,8 +28,9 @@ std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vec
 
 std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request) {
   if (auto problem = check_prompt(info, request.prompt)) return problem;
-  if (request.max_tokens < 1) return RequestProblem{"max_tokens", "max_tokens must be at least 1"};
-  if (request.top_logprobs < -1 || request.top_logprobs > 20)
+  if (request.max_tokens < 0) return RequestProblem{"max_tokens", "max_tokens must not be negative"};
+  if (request.top_logprobs < -1 || request.top_logprobs > 20 || request.prompt_logprobs < -1 ||
+      request.prompt_logprobs > 20)
     return RequestProblem{"logprobs", "logprobs must be between 0 and 20"};
   if (auto problem = sampling_problem(request.sampling)) return RequestProblem{problem->field, problem->message};
   std::string field;

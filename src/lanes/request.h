@@ -17,10 +17,14 @@ namespace lockstep {
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;
-  int64_t max_tokens = 16;
+  int64_t max_tokens = 16;  // 0: fill the prompt only (for its prompt_logprobs), generate nothing
   SamplingParams sampling;
   bool ignore_eos = false;  // keep going past end ids (reference runs, benchmarks)
   int32_t top_logprobs = -1; // -1: no logprobs; 0..20: report each chosen id's logprob and this many alternatives
+  // -1: none; 0..20: also report the logprob of each prompt token after the first (given the
+  // tokens before it) and this many alternatives. Such a stream fills its whole prompt: it
+  // neither resumes from nor adds to the prompt cache.
+  int32_t prompt_logprobs = -1;
   bool cache_prompt = true;  // with the prompt cache on: resume from a cached prefix, and cache this prompt
   bool draft = true;         // when the server drafts: verify drafts (never changes the tokens, only the speed)
   LogitAdjustments adjust = {};  // penalties and logit_bias (sampling/logit_edits.h); a stream with any does not draft
@@ -94,7 +98,7 @@ struct RequestProblem {
 // context, so that at least one token can follow it. The one threshold for every entry point.
 [[nodiscard]] std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt);
 
-// check_prompt, then max_tokens >= 1, logprobs in 0..20, valid sampling settings, penalties and
+// check_prompt, then max_tokens >= 0, logprobs and prompt_logprobs in 0..20, valid sampling settings, penalties and
 // logit_bias. A
 // max_tokens past the context is allowed here (the stream ends at the context, finish_after);
 // the HTTP API refuses it as OpenAI's does.

@@ -47,7 +47,8 @@ TEST(CheckRequest, EachProblemNamesItsField) {
   EXPECT_NE(problem->message.find("50"), std::string::npos);
   out_of_vocab.prompt[1] = -1;
   EXPECT_EQ(field_of(check_request(info, out_of_vocab)), "prompt");
-  EXPECT_EQ(field_of(check_request(info, request_of(3, 0))), "max_tokens");
+  EXPECT_EQ(field_of(check_request(info, request_of(3, -1))), "max_tokens");
+  EXPECT_EQ(field_of(check_request(info, request_of(3, 0))), "(none)");  // fill only (prompt logprobs)
   GenerateRequest logprobs = request_of(3, 4);
   logprobs.top_logprobs = 21;
   EXPECT_EQ(field_of(check_request(info, logprobs)), "logprobs");

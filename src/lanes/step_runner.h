@@ -24,6 +24,9 @@ struct StepPlan {
   std::vector<LogitEdit> edits;       // penalties and logit_bias, by logit row, applied before the draws
   std::vector<int32_t> mask_rows;     // logit rows under a grammar (constrained decoding), after the edits
   std::vector<uint32_t> mask_bits;    // their token masks, Backend::mask_logits' layout
+  // Empty, or one per logit row: -1 where the row's token is drawn, else the id it scores (a
+  // prompt's next token): the row reports that id's logprob and takes it as its id.
+  std::vector<int32_t> score_ids;
 
   void clear() {
     batch.clear();
@@ -32,6 +35,7 @@ struct StepPlan {
     edits.clear();
     mask_rows.clear();
     mask_bits.clear();
+    score_ids.clear();
   }
 };
 

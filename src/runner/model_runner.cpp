@@ -41,6 +41,10 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
     return make_error("a step plan needs one token mask per masked row");
   for (int32_t row : plan.mask_rows)
     if (row < 0 || size_t(row) >= n) return make_error("a token mask names a row outside the plan");
+  if (!plan.score_ids.empty() && plan.score_ids.size() != n)
+    return make_error("a step plan's score ids are one per logit row, or none");
+  for (int32_t id : plan.score_ids)
+    if (id < -1 || id >= info().vocab_size) return make_error("a score id is outside the vocabulary");
   auto logits = model_.forward(plan.batch);
   if (!logits.ok()) return logits.error();
   result.ids.resize(n);
@@ -54,6 +58,11 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
   const Tensor ids = chosen_ids_.view().first_dim_slice(0, int64_t(n));
   backend.sample(*logits, plan.samples, ids);
   backend.download(result.ids.data(), ids);
+  // Scoring rows take the id they score, and their logprobs are that id's.
+  bool scores = false;
+  for (size_t i = 0; i < plan.score_ids.size(); ++i)
+    if (plan.score_ids[i] >= 0) result.ids[i] = plan.score_ids[i], scores = true;
+  if (scores) backend.upload(ids, result.ids.data());
   int32_t top = -1;  // the most alternatives a row asked for; -1: no row asked for logprobs
   for (int32_t asked : plan.top_logprobs) top = std::max(top, asked);
   if (top < 0) return Status::success();

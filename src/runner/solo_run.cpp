@@ -54,6 +54,10 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
     LOCKSTEP_TRY(run_rows(tokens, chunk.begin, chunk.end, false, logits));
 
   GenerateResult result;
+  if (request.max_tokens == 0) {  // the prompt filled, nothing drawn
+    pages_.release(table_);
+    return result;
+  }
   Sampler sampler(int(info.vocab_size));
   std::optional<TokenCounts> counts;  // with penalties or logit_bias
   if (request.adjust.any()) counts.emplace(request.adjust, request.prompt);

@@ -99,6 +99,12 @@ struct Choice {
   std::string reply, reasoning;
   std::vector<int32_t> ids, chunk_ids;
   std::vector<TokenLogprobs> logprobs, chunk_logprobs;
+  // Echo: the prompt's text, its first id and its logprobs (with logprobs); streamed once.
+  std::string echo;
+  std::optional<int32_t> lead;
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool echo_sent = false;
+  int64_t text_offset = 0;  // characters of this choice's text its logprobs have covered
   std::optional<StreamEnd> end;
   bool first_chunk = true;
   bool stopped = false;  // cut at a stop string: its stream was cancelled for it
@@ -115,25 +121,32 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   if (auto* error = std::get_if<RequestError>(&parsed)) return send_error(responder, *error, "invalid");
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
 
-  // Choice i is the stream of the request with seed + i: the same tokens as that request alone.
+  // Choice i of prompt p (index p * n + i) is the stream of that prompt with seed + i: the same
+  // tokens as that request alone.
   const LaneSettings& lanes = lanes_.settings();
-  if (req.n > 1 && int64_t(req.n) > int64_t(lanes.max_streams) + lanes.max_queue)
-    return send_error(responder, {400, "n = " + std::to_string(req.n) + " choices are more streams than this server "
-                                       "runs and queues at once (" + std::to_string(lanes.max_streams + lanes.max_queue) + ")",
-                                  "invalid_request_error", "n", ""},
+  const size_t streams = req.prompts.size() * size_t(req.n);
+  if (streams > 1 && int64_t(streams) > int64_t(lanes.max_streams) + lanes.max_queue)
+    return send_error(responder, {400, std::to_string(streams) + " choices (prompts times n) are more streams than this "
+                                       "server runs and queues at once (" + std::to_string(lanes.max_streams + lanes.max_queue) + ")",
+                                  "invalid_request_error", req.prompts.size() > 1 ? "prompt" : "n", ""},
                       "invalid");
   auto channel = std::make_shared<StreamChannel>();
   std::vector<std::unique_ptr<Choice>> choices;
   const uint64_t seed = req.generate.sampling.seed;
-  for (int32_t i = 0; i < req.n; ++i) {
-    choices.push_back(std::make_unique<Choice>(text_, req.stop, chat, req.generate.prompt));
+  for (size_t k = 0; k < streams; ++k) {
+    const PromptEntry& prompt = req.prompts[k / size_t(req.n)];
+    const int32_t i = int32_t(k % size_t(req.n));
+    choices.push_back(std::make_unique<Choice>(text_, req.stop, chat, prompt.ids));
     if (req.tool_format != ToolFormat::none) {
       choices.back()->tools.emplace(req.tool_format, req.tools, seed ^ (uint64_t(i) << 40));
       choices.back()->parallel = req.parallel_tool_calls;
     }
+    if (req.echo) choices.back()->echo = prompt.echo, choices.back()->lead = prompt.ids.front();
     GenerateRequest stream = req.generate;
+    stream.prompt = prompt.ids;
     stream.sampling.seed = seed + uint64_t(i);
-    auto submitted = lanes_.submit(std::move(stream), channel->events(req.generate.top_logprobs >= 0, i));
+    auto submitted = lanes_.submit(std::move(stream), channel->events(req.generate.top_logprobs >= 0, int(k),
+                                                                      req.generate.prompt_logprobs >= 0));
     if (submitted.error) {
       for (auto& choice : choices) choice->handle.cancel();
       bool busy = submitted.error->kind == SubmitError::Kind::busy;
@@ -149,8 +162,6 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
 
   ReplyHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), int64_t(std::time(nullptr)),
                      settings_.model_name, chat, seed};
-  if (req.echo)
-    for (auto& choice : choices) choice->reply = req.prompt_text;
   bool client_gone = false, any_token = false;
 
   if (req.stream) {
@@ -160,7 +171,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   auto send_chunk = [&](Choice& choice, int index, const ReasoningSplitter::Pieces& delta, const std::string& finish) {
     if (client_gone) return;
     const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &choice.chunk_ids : nullptr;
-    nlohmann::json lp = logprobs_json(text_, choice.chunk_logprobs, chat, 0);
+    nlohmann::json lp = chat ? chat_logprobs_json(text_, choice.chunk_logprobs)
+                             : completion_logprobs_json(text_, std::nullopt, choice.chunk_logprobs, choice.text_offset);
     if (!responder.write_chunk(sse(stream_chunk(header, delta.content, choice.first_chunk, chunk_ids_ptr, lp, finish,
                                                 delta.reasoning, index)))) {
       client_gone = true;
@@ -169,6 +181,18 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     choice.first_chunk = false;
     choice.chunk_ids.clear();
     choice.chunk_logprobs.clear();
+  };
+  // An echoed prompt leads a streamed choice (with its logprobs, when asked), before its first
+  // token: the prompt's logprobs have all come by then.
+  auto send_echo = [&](Choice& choice, int index) {
+    if (choice.echo_sent || !choice.lead || client_gone) return;
+    choice.echo_sent = true;
+    const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
+    nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset);
+    if (!responder.write_chunk(sse(stream_chunk(header, choice.echo, false, nullptr, lp, "", "", index)))) {
+      client_gone = true;
+      cancel_all();
+    }
   };
   // Each new call as OpenAI streams one: its id and name, then its arguments.
   auto send_calls = [&](Choice& choice, int index) {
@@ -203,6 +227,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     }
     if (!event) continue;
     Choice& choice = *choices[size_t(event->choice)];
+    if (event->prompt_logprobs) choice.prompt_logprobs.push_back(*event->prompt_logprobs);
+    if (req.stream && (event->token || event->end)) send_echo(choice, event->choice);
     if (event->logprobs && !choice.stopped) {
       choice.logprobs.push_back(*event->logprobs);
       choice.chunk_logprobs.push_back(*event->logprobs);
@@ -265,7 +291,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
   }
   // The usage of every choice together: the prompt once, every choice's tokens and drafts.
   StreamEnd all = *choices.front()->end;
-  size_t completion_tokens = 0;
+  size_t completion_tokens = 0, prompt_tokens = 0;
+  for (const PromptEntry& prompt : req.prompts) prompt_tokens += prompt.ids.size();
   all.drafted = all.accepted_drafts = 0;
   for (auto& choice : choices) {
     completion_tokens += choice->ids.size();
@@ -273,7 +300,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     // Tokens after a stop string are not the reply's, drafts or not.
     all.accepted_drafts += std::min<int64_t>(choice->end->accepted_drafts, int64_t(choice->ids.size()));
   }
-  const nlohmann::json usage = usage_json(req.generate.prompt.size(), completion_tokens, all);
+  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, all);
   nlohmann::json replies = nlohmann::json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     Choice& choice = *choices[i];
@@ -296,8 +323,18 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       send_calls(choice, int(i));
       send_chunk(choice, int(i), tail, finish_reason);
     } else {
-      nlohmann::json reply = reply_choice(header, int(i), choice.reply, req.return_token_ids ? &choice.ids : nullptr,
-                                          logprobs_json(text_, choice.logprobs, chat, 0), finish_reason,
+      nlohmann::json lp;
+      if (chat) {
+        lp = chat_logprobs_json(text_, choice.logprobs);
+      } else if (req.generate.top_logprobs >= 0) {
+        // With echo, the prompt's tokens come first: its first without a logprob, then the rest.
+        std::vector<TokenLogprobs> listed = choice.prompt_logprobs;
+        listed.insert(listed.end(), choice.logprobs.begin(), choice.logprobs.end());
+        const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
+        lp = completion_logprobs_json(text_, lead, listed, choice.text_offset);
+      }
+      nlohmann::json reply = reply_choice(header, int(i), choice.echo + choice.reply,
+                                          req.return_token_ids ? &choice.ids : nullptr, lp, finish_reason,
                                           choice.splitter && choice.splitter->thought() ? &choice.reasoning : nullptr);
       if (!choice.calls.empty()) {
         nlohmann::json calls = nlohmann::json::array();

@@ -9,38 +9,56 @@ std::string token_text(const ModelText& text, int32_t id) {
   return text.tokenizer().decode({id}, false);
 }
 
-nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens, bool chat,
-                             size_t text_offset) {
+namespace {
+
+std::vector<int> bytes_of(const std::string& s) {
+  std::vector<int> bytes;
+  for (unsigned char c : s) bytes.push_back(c);
+  return bytes;
+}
+
+// Characters (code points) of UTF-8 text, as OpenAI's text_offset counts them.
+int64_t characters(const std::string& s) {
+  int64_t count = 0;
+  for (unsigned char c : s) count += (c & 0xC0) != 0x80;
+  return count;
+}
+
+}  // namespace
+
+nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens) {
   if (tokens.empty()) return nullptr;
-  auto bytes_of = [](const std::string& s) {
-    std::vector<int> bytes;
-    for (unsigned char c : s) bytes.push_back(c);
-    return bytes;
-  };
-  if (chat) {
-    nlohmann::json content = nlohmann::json::array();
-    for (const TokenLogprobs& token : tokens) {
-      std::string piece = token_text(text, token.id);
-      nlohmann::json top = nlohmann::json::array();
-      for (auto [id, logprob] : token.top) {
-        std::string alt = token_text(text, id);
-        top.push_back({{"token", alt}, {"logprob", logprob}, {"bytes", bytes_of(alt)}});
-      }
-      content.push_back({{"token", piece}, {"logprob", token.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
-    }
-    return {{"content", content}};
-  }
-  nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
-                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  nlohmann::json content = nlohmann::json::array();
   for (const TokenLogprobs& token : tokens) {
     std::string piece = token_text(text, token.id);
+    nlohmann::json top = nlohmann::json::array();
+    for (auto [id, logprob] : token.top) {
+      std::string alt = token_text(text, id);
+      top.push_back({{"token", alt}, {"logprob", logprob}, {"bytes", bytes_of(alt)}});
+    }
+    content.push_back({{"token", piece}, {"logprob", token.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
+                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset) {
+  if (tokens.empty() && !lead) return nullptr;
+  nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  auto add = [&](int32_t id, const nlohmann::json& logprob, const nlohmann::json& top) {
+    std::string piece = token_text(text, id);
     pieces.push_back(piece);
-    logprobs.push_back(token.logprob);
+    logprobs.push_back(logprob);
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += characters(piece);
+  };
+  if (lead) add(*lead, nullptr, nullptr);
+  for (const TokenLogprobs& token : tokens) {
     nlohmann::json top = nlohmann::json::object();
     for (auto [id, logprob] : token.top) top[token_text(text, id)] = logprob;
-    tops.push_back(top);
-    offsets.push_back(text_offset);
-    text_offset += piece.size();
+    add(token.id, token.logprob, top);
   }
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,15 @@ struct ReplyHeader {
 // A token's text for logprobs: its decoded piece, or its id when there is no tokenizer.
 std::string token_text(const ModelText& text, int32_t id);
 
-// The logprobs object of one choice, for `tokens` (empty: null).
-nlohmann::json logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens, bool chat,
-                             size_t text_offset);
+// The logprobs object of one chat choice, for `tokens` (empty: null).
+nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens);
+
+// The logprobs object of a completion choice (or of one stream chunk of it): `lead`, when given,
+// is an echoed prompt's first token, listed with null logprobs (nothing precedes it), then
+// `tokens`. text_offset counts characters (code points) of the reply's text from `offset`,
+// which it advances past them. Nothing to list: null.
+nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
+                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset);
 
 // One stream chunk: a text delta (and the role on the first chat chunk), ids, logprobs,
 // finish reason (empty: null); a chat delta's thinking in reasoning_content when there is some.

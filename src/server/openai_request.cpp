@@ -87,6 +87,40 @@ RequestError over_context(int64_t max_context, const char* field) {
              field);
 }
 
+// One completions prompt: a string, or an array of token ids (echoed as their decoded text).
+std::optional<RequestError> read_one_prompt(const nlohmann::json& prompt, const RequestContext& context,
+                                            PromptEntry& out) {
+  const ModelText& text = *context.text;
+  const size_t max_ids = size_t(std::max<int64_t>(context.info->max_context, 0));
+  const char* what = "'prompt' must be a string, an array of token ids, or an array of either";
+  if (prompt.is_string()) {
+    out.echo = prompt.get<std::string>();
+    out.text = true;
+    auto ids = text.encode_within(out.echo, true, max_ids);
+    if (!ids.ok()) return bad(ids.error().message, "prompt");
+    if (!*ids) return over_context(context.info->max_context, "prompt");
+    out.ids = std::move(**ids);
+    return std::nullopt;
+  }
+  if (!prompt.is_array()) return bad(what, "prompt");
+  for (const auto& id : prompt) {
+    if (!id.is_number_integer()) return bad(what, "prompt");
+    // An integer past int32 is no id (check_request checks the rest against the vocabulary).
+    const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                              : id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX;
+    if (!fits)
+      return bad("token id " + id.dump() + " is outside the vocabulary [0, " + std::to_string(context.info->vocab_size) +
+                     ")",
+                 "prompt");
+    out.ids.push_back(id.get<int32_t>());
+  }
+  // Ids outside the vocabulary are refused later (check_request); decode only what can be.
+  bool known = text.has_tokenizer();
+  for (int32_t id : out.ids) known = known && id >= 0 && id < context.info->vocab_size;
+  if (known) out.echo = text.tokenizer().decode(out.ids, false);
+  return std::nullopt;
+}
+
 std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::json& body, bool chat,
                                         const RequestContext& context, const std::function<bool()>& cancelled,
                                         CompletionRequest& out) {
@@ -110,32 +144,26 @@ std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::
     if (!ids.ok()) return bad(ids.error().message, "messages");
     if (!*ids) return over_context(context.info->max_context, "messages");
     out.generate.prompt = std::move(**ids);
+    out.prompts.push_back({out.generate.prompt, ""});
     return std::nullopt;
   }
   auto prompt = body.find("prompt");
   if (prompt == body.end() || prompt->is_null()) return bad("'prompt' is required", "prompt");
-  if (prompt->is_string()) {
-    out.prompt_text = prompt->get<std::string>();
-    auto ids = text.encode_within(out.prompt_text, true, max_ids);
-    if (!ids.ok()) return bad(ids.error().message, "prompt");
-    if (!*ids) return over_context(context.info->max_context, "prompt");
-    out.generate.prompt = std::move(**ids);
-  } else if (prompt->is_array()) {
-    if (prompt->size() == 1 && (*prompt)[0].is_string()) return read_prompt(raw, {{"prompt", (*prompt)[0]}}, false, context, cancelled, out);
-    for (const auto& id : *prompt) {
-      if (!id.is_number_integer()) return bad("'prompt' must be a string or an array of token ids", "prompt");
-      // An integer past int32 is no id (check_request checks the rest against the vocabulary).
-      const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= uint64_t(INT32_MAX)
-                                                : id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX;
-      if (!fits)
-        return bad("token id " + id.dump() + " is outside the vocabulary [0, " +
-                       std::to_string(context.info->vocab_size) + ")",
-                   "prompt");
-      out.generate.prompt.push_back(id.get<int32_t>());
-    }
+  // A string, a list of ids, or a list of either: a completion for each.
+  std::vector<const nlohmann::json*> items;
+  if (prompt->is_array() && !prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    if (prompt->size() > kMaxPrompts)
+      return bad("'prompt' lists more than " + std::to_string(kMaxPrompts) + " prompts", "prompt");
+    for (const auto& item : *prompt) items.push_back(&item);
   } else {
-    return bad("'prompt' must be a string or an array of token ids", "prompt");
+    items.push_back(&*prompt);
   }
+  for (const nlohmann::json* item : items) {
+    PromptEntry entry;
+    if (auto problem = read_one_prompt(*item, context, entry)) return problem;
+    out.prompts.push_back(std::move(entry));
+  }
+  out.generate.prompt = out.prompts.front().ids;
   return std::nullopt;
 }
 
@@ -205,7 +233,9 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   if (chat)
     if (auto budget_error = read_reasoning_budget(body, context, out)) return *budget_error;
 
-  const int64_t room = context.info->max_context - int64_t(out.generate.prompt.size());
+  size_t longest = 0;
+  for (const PromptEntry& prompt : out.prompts) longest = std::max(longest, prompt.ids.size());
+  const int64_t room = context.info->max_context - int64_t(longest);
   auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);
   auto temperature = field<double>(body, "temperature", error);
   auto top_p = field<double>(body, "top_p", error);
@@ -234,6 +264,8 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
     auto logprobs = field<int64_t>(body, "logprobs", error);
     if (logprobs && (*logprobs < 0 || *logprobs > 20)) return bad("'logprobs' must be between 0 and 20", "logprobs");
     if (logprobs) out.generate.top_logprobs = int32_t(*logprobs);
+    // Echo with logprobs: the prompt's tokens have theirs too (lm-eval-harness's loglikelihood).
+    if (logprobs && out.echo) out.generate.prompt_logprobs = int32_t(*logprobs);
   }
   if (error) return *error;
   if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
@@ -272,13 +304,19 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   sampling.seed = seed ? *seed : fresh_seed();
   // The check every entry point runs (lanes/request.h), then the API's own rule: OpenAI refuses
   // a max_tokens past the context where the lanes would end the stream there.
-  if (auto problem = check_request(*context.info, out.generate)) {
-    const bool prompt = problem->field == "prompt";
-    const bool logprobs = problem->field == "logprobs";
-    return bad(problem->message, prompt && chat ? "messages" : logprobs && chat ? "top_logprobs" : problem->field);
+  if (chat && max_tokens == 0)
+    return bad("max_tokens 0 generates nothing; /v1/completions takes it (with echo)", "max_tokens");
+  for (const PromptEntry& prompt : out.prompts) {
+    GenerateRequest each = out.generate;
+    each.prompt = prompt.ids;
+    if (auto problem = check_request(*context.info, each)) {
+      const bool is_prompt = problem->field == "prompt";
+      const bool logprobs = problem->field == "logprobs";
+      return bad(problem->message, is_prompt && chat ? "messages" : logprobs && chat ? "top_logprobs" : problem->field);
+    }
   }
   if (out.generate.max_tokens > room)
-    return bad("the prompt (" + std::to_string(out.generate.prompt.size()) + " tokens) plus max_tokens (" +
+    return bad("the prompt (" + std::to_string(longest) + " tokens) plus max_tokens (" +
                    std::to_string(out.generate.max_tokens) + ") is over this model's context of " +
                    std::to_string(context.info->max_context),
                "max_tokens");

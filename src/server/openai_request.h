@@ -39,17 +39,29 @@ struct RequestContext {
   std::shared_ptr<const Vocabulary> vocabulary = nullptr;  // the tokens as bytes, for grammars (null: no tokenizer)
 };
 
+// One prompt of a request: its ids, and the text echo repeats (the prompt's own text, or its
+// ids decoded).
+struct PromptEntry {
+  std::vector<int32_t> ids;
+  std::string echo;
+  bool text = false;  // given as text (else as ids)
+};
+
+constexpr size_t kMaxPrompts = 256;  // the most prompts one completions request may list
+
 struct CompletionRequest {
   bool chat = false;
-  GenerateRequest generate;     // prompt ids, max_tokens, sampling, logprobs
+  GenerateRequest generate;     // the first prompt's ids, max_tokens, sampling, logprobs
+  // Every prompt (chat: one). Completions may list several: prompt p's choice i is the reply's
+  // choice p * n + i, the stream of `generate` with that prompt and seed + i.
+  std::vector<PromptEntry> prompts;
   bool seed_given = false;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   bool return_token_ids = false;
   int32_t n = 1;                // choices: choice i samples with seed + i
-  bool echo = false;            // completions: the reply text starts with the prompt
-  std::string prompt_text;      // for echo
+  bool echo = false;            // completions: the reply text starts with the prompt (with logprobs: its logprobs too)
   // Tools (chat): the reply is parsed for calls in tool_format (none: it is not).
   ToolFormat tool_format = ToolFormat::none;
   nlohmann::ordered_json tools; // the request's tools, in its own order

@@ -115,7 +115,7 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& plain) {
                       "invalid", {{"WWW-Authenticate", "Bearer"}});
   if (path == "/version") {
     if (!get) return wrong_method("GET, HEAD");
-    return responder.send(200, "application/json", nlohmann::json{{"version", kVersion}}.dump());
+    return responder.send(200, "application/json", nlohmann::json{{"version", kVersion}, {"device", settings_.device}}.dump());
   }
   if (path == "/metrics") {
     if (!get) return wrong_method("GET, HEAD");

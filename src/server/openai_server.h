@@ -31,6 +31,7 @@ struct ServeSettings {
   LaneSettings lanes;
   float default_temperature = 0.0f;
   bool thinking = true;             // false: --no-thinking
+  std::string device;               // what it runs on (Backend::device), for /version
 };
 
 class OpenAiServer {

@@ -19,6 +19,7 @@ struct ChannelEvent {
   std::optional<TokenLogprobs> logprobs;
   std::optional<StreamEnd> end;
   std::chrono::steady_clock::time_point at;
+  std::optional<TokenLogprobs> prompt_logprobs = std::nullopt;  // a prompt token's (echo)
 };
 
 // Shared by the HTTP thread and the stream's callbacks, so it lives until both are done.
@@ -26,7 +27,7 @@ class StreamChannel : public std::enable_shared_from_this<StreamChannel> {
  public:
   // The events to hand to LaneHost::submit for the reply's choice `choice`; they push into this
   // channel (one channel carries every choice of a reply).
-  StreamEvents events(bool with_logprobs, int choice = 0) {
+  StreamEvents events(bool with_logprobs, int choice = 0, bool with_prompt_logprobs = false) {
     auto self = shared_from_this();
     StreamEvents out;
     out.on_token = [self, choice](int32_t id) {
@@ -38,6 +39,10 @@ class StreamChannel : public std::enable_shared_from_this<StreamChannel> {
     if (with_logprobs)
       out.on_logprobs = [self, choice](const TokenLogprobs& lp) {
         self->push({choice, std::nullopt, lp, std::nullopt, std::chrono::steady_clock::now()});
+      };
+    if (with_prompt_logprobs)
+      out.on_prompt_logprobs = [self, choice](const TokenLogprobs& lp) {
+        self->push({choice, std::nullopt, std::nullopt, std::nullopt, std::chrono::steady_clock::now(), lp});
       };
     return out;
   }

@@ -73,6 +73,25 @@ test('completions and models', async () => {
   await assert.rejects(client.models.retrieve('nope'), OpenAI.NotFoundError);
 });
 
+test('loglikelihood as lm-eval-harness asks it: echo, logprobs, max_tokens 0, a list of prompts', async () => {
+  const context = '<|im_start|>user\nWhat is 1234 + 4321?<|im_end|>\n<|im_start|>assistant\n';
+  const answers = ['5555', '5565'];
+  const reply = await client.completions.create({
+    model: 'tiny-arith', prompt: answers.map((a) => context + a), echo: true, logprobs: 0, max_tokens: 0,
+  });
+  assert.equal(reply.choices.length, 2);
+  const scores = reply.choices.map((choice, i) => {
+    assert.equal(choice.text, context + answers[i]);
+    const lp = choice.logprobs;
+    assert.equal(lp.token_logprobs[0], null);
+    // The answer's tokens start at the answer's offset in the echoed text.
+    const first = lp.text_offset.findIndex((offset) => offset >= context.length);
+    assert.equal(lp.text_offset[first], context.length);
+    return lp.token_logprobs.slice(first).reduce((sum, x) => sum + x, 0);
+  });
+  assert.ok(scores[0] > scores[1], `the right answer is the likelier (${scores})`);
+});
+
 test('an aborted stream ends on the client, and the server serves on', async () => {
   const stream = await client.chat.completions.create(
     ask('Sort these numbers: 42 7 19 88 3', { stream: true, max_tokens: 64, ignore_eos: true }));

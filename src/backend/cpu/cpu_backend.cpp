@@ -10,6 +10,24 @@ namespace lockstep {
 
 CpuBackend::CpuBackend(int threads, std::string_view isa) : pool_(threads), matmul_(cpu::select_matmul_kernels(isa)) {}
 
+std::string CpuBackend::device() const {
+  std::string model = "CPU";
+  if (std::FILE* file = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof(line), file)) {
+      std::string text = line;
+      if (text.rfind("model name", 0) != 0) continue;
+      const size_t colon = text.find(':');
+      if (colon == std::string::npos) break;
+      model = text.substr(text.find_first_not_of(" \t", colon + 1));
+      while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
+      break;
+    }
+    std::fclose(file);
+  }
+  return model + ", " + std::to_string(pool_.size()) + " threads";
+}
+
 namespace {
 
 // What this process may still take: MemAvailable, capped by a cgroup v2 memory.max.

@@ -22,6 +22,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads, std::string_view isa = "");
 
   std::string_view name() const override { return "cpu"; }
+  std::string device() const override;  // "<model name>, N threads" from /proc/cpuinfo
   const char* isa() const { return matmul_.isa; }
   ThreadPool& pool() { return pool_; }
 

@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
   const std::string& device_name() const { return device_name_; }
+  std::string device() const override { return device_name_; }
   // The device-to-device copy rate in GB/s (bytes read plus bytes written), the median of
   // `repeats` copies of `bytes`: the bandwidth ceiling the benchmarks compare against.
   double copy_gb_per_s(size_t bytes, int repeats);
