@@ -9,7 +9,9 @@ Training and evaluation never share a phrasing or a word: `examples(..., heldout
 HELDOUT_* phrasings and HELDOUT_WORDS only, so the held-out accuracy measures questions the model
 has not seen the shape of. `python3 corpus.py` checks that and prints a few of each.
 """
+import collections
 import random
+import re
 
 WORDS = """apple river planet garden silver window market orange button candle doctor engine
 forest guitar hammer island jacket kitten ladder mirror needle ocean pencil rabbit saddle
@@ -53,18 +55,27 @@ COUNT = ["How many times does the letter {c} appear in {w}?", "Count the letter 
          "In {w}, how many times is there a {c}?", "count the letter {c} in the word {w}",
          "How many letters {c} does {w} have?", "Can you count the {c}s in {w}?"]
 
-HELDOUT_ADD = ["What does {a} plus {b} equal?", "Find {a} + {b}.", "I need the total of {a} and {b}.",
-               "add up {a} and {b}", "{a} and {b} added together is?"]
+# Held-out phrasings are new sentence frames around the operator words training uses ("plus", "sum",
+# "backwards", "how many"): a model trained from scratch cannot know what a word it never saw means, but
+# it should answer a frame it never saw. check_disjoint() checks both.
+HELDOUT_ADD = ["What does {a} plus {b} equal?", "Find {a} + {b}.", "I need the sum of {a} and {b}.",
+               "add up {a} and {b}", "{a} plus {b} gives?"]
 HELDOUT_SUB = ["What does {a} minus {b} equal?", "Find {a} - {b}.", "Take {b} away from {a}.",
-               "{a} less {b} is?", "what do you get from {a} minus {b}"]
+               "{a} minus {b} gives?", "what do you get from {a} minus {b}"]
 HELDOUT_MUL = ["What does {a} times {b} equal?", "Find {a} * {b}.", "I need {a} multiplied by {b}.",
-               "{a} times {b} is?", "what do you get from {a} times {b}"]
+               "{a} times {b} gives?", "what do you get from {a} times {b}"]
 HELDOUT_SORT = ["Order these ascending: {xs}", "Could you put {xs} in increasing order?", "smallest to largest: {xs}",
-                "I need {xs} sorted.", "Rank from lowest to highest: {xs}"]
-HELDOUT_REVERSE = ["Flip the letters of {w}.", "{w} spelled backwards is?", "Give me {w} reversed.",
-                   "How is {w} written backwards?", "turn {w} around"]
-HELDOUT_COUNT = ["How many {c} letters are there in {w}?", "Tally the {c}s in {w}.",
+                "I need {xs} sorted in order.", "Sort, lowest first: {xs}"]
+HELDOUT_REVERSE = ["Write the letters of {w} in reverse order.", "{w} spelled backwards is?", "Give me {w} in reverse.",
+                   "How is {w} written backwards?", "{w} in reverse, please"]
+HELDOUT_COUNT = ["How many {c} letters are there in {w}?", "Count how many {c}s {w} has.",
                  "What is the count of {c} in {w}?", "{w}: how many {c}s?", "find how many {c} are in {w}"]
+
+# What people put around a question; held-out questions get other words around them.
+PREFIXES = ["", "", "", "", "", "Hi! ", "Hey, ", "Quick question: ", "Question: ", "OK, ", "hello, "]
+SUFFIXES = ["", "", "", "", "", " Thanks!", " Thank you.", " please", " thx"]
+HELDOUT_PREFIXES = ["", "", "Hello there. ", "One more: "]
+HELDOUT_SUFFIXES = ["", "", " Thanks a lot.", " Cheers!"]
 
 PHRASINGS = {"add": ADD, "sub": SUB, "mul": MUL, "sort": SORT, "reverse": REVERSE, "count": COUNT}
 HELDOUT_PHRASINGS = {"add": HELDOUT_ADD, "sub": HELDOUT_SUB, "mul": HELDOUT_MUL, "sort": HELDOUT_SORT,
@@ -99,9 +110,16 @@ def word(rng, words):
     return rng.choice(words)
 
 
+def dressed(phrasing, rng, heldout):
+    """The phrasing as typed: maybe words before and after it, maybe all in lower case."""
+    text = rng.choice(HELDOUT_PREFIXES if heldout else PREFIXES) + phrasing
+    text += rng.choice(HELDOUT_SUFFIXES if heldout else SUFFIXES)
+    return text.lower() if rng.random() < 0.15 else text
+
+
 def example(task, rng, heldout=False):
     """One (question, answer) of `task`, in a training phrasing, or with heldout a held-out one."""
-    phrasing = rng.choice((HELDOUT_PHRASINGS if heldout else PHRASINGS)[task])
+    phrasing = dressed(rng.choice((HELDOUT_PHRASINGS if heldout else PHRASINGS)[task]), rng, heldout)
     words = HELDOUT_WORDS if heldout else WORDS
     if task in ("add", "sub"):
         a, b = number(rng, 4), number(rng, 4)
@@ -140,12 +158,28 @@ def examples(seed, count, heldout=False):
     return [(TASKS[i % len(TASKS)],) + example(TASKS[i % len(TASKS)], rng, heldout) for i in range(count)]
 
 
+def frame_words(phrasing):
+    """The words of a phrasing, lower case, placeholders and punctuation dropped (+, -, * and x kept)."""
+    return set(re.findall(r"[a-z]+|[+*-]", re.sub(r"{\w+}", " ", phrasing.lower())))
+
+
 def check_disjoint():
-    """Raises if a held-out phrasing or word is also a training one."""
+    """Raises if a held-out phrasing, word or filler is also a training one, or if a held-out phrasing has
+    no word that its task's training phrasings use more often than all the others (nothing to tell its
+    task by: "times" is in one counting phrasing and five multiplying ones)."""
     for task in TASKS:
-        shared = set(PHRASINGS[task]) & set(HELDOUT_PHRASINGS[task])
+        shared = {p.lower() for p in PHRASINGS[task]} & {p.lower() for p in HELDOUT_PHRASINGS[task]}
         if shared:
             raise ValueError(f"{task}: phrasings both in training and held out: {sorted(shared)}")
+        uses = collections.Counter(w for p in PHRASINGS[task] for w in frame_words(p))
+        others = collections.Counter(w for t in TASKS if t != task for p in PHRASINGS[t] for w in frame_words(p))
+        own = {w for w, n in uses.items() if n > others[w]}
+        for phrasing in HELDOUT_PHRASINGS[task]:
+            if not frame_words(phrasing) & own:
+                raise ValueError(f"{task}: held-out {phrasing!r} has no word only {task}'s training uses")
+    shared = ({p for p in HELDOUT_PREFIXES + HELDOUT_SUFFIXES if p} & set(PREFIXES + SUFFIXES))
+    if shared:
+        raise ValueError(f"fillers both in training and held out: {sorted(shared)}")
     shared = set(WORDS) & set(HELDOUT_WORDS)
     if shared:
         raise ValueError(f"words both in training and held out: {sorted(shared)}")

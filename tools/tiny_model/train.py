@@ -17,8 +17,12 @@ trains twice and compares. `--fast-paths` (e.g. mamba_dtmin,moe) trains through 
 transformers' reference Mamba2 scan and MoE experts: the same computation as matrix products, which
 `check_fast_paths.py` compares with transformers' code on the GPU (and, with --plan, picks and sizes a
 run from). The default is mamba_dtmin,moe, which sequences past one Mamba chunk (--length over 64)
-need; none is transformers' code alone. The held-out evaluation always runs transformers' own code
-(generate), on prompts within one chunk.
+need; none is transformers' code alone. The held-out evaluation decodes greedily on the same paths
+(transformers' own Mamba2 scan is wrong past one chunk, and char-level prompts pass it).
+
+The tokenizer has one id per byte and no merges (byte_tokenizer): questions cost more tokens, and in
+exchange the model reads every letter of a word it reverses or counts, and no question has an id the
+model never trained on.
 """
 import argparse
 import contextlib
@@ -32,7 +36,7 @@ import time
 os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 import transformers
 from transformers import GenerationConfig, NemotronHConfig, NemotronHForCausalLM
 
@@ -59,14 +63,15 @@ def prompt_text(question):
     return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def train_tokenizer(texts, vocab_size):
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+def byte_tokenizer():
+    """One id per byte (ByteLevel's 256 characters) after the three specials, and no merges: every letter
+    and digit is a token of its own, so the model sees the letters of any word it is asked to reverse or
+    count, and a question in words training never used has no id training never saw."""
+    vocab = {token: i for i, token in enumerate(SPECIALS + sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.add_special_tokens(SPECIALS)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer)
     return tokenizer
 
 
@@ -163,15 +168,34 @@ def weights_sha256(model):
 
 
 @torch.no_grad()
-def answer(model, tokenizer, question, device, max_new=24):
+def greedy_answers(model, tokenizer, questions, device, paths, max_new=48):
+    """Greedy answers to `questions`, all at once. Each step runs the whole batch from its first token
+    without a cache, right-padded (a causal model never sees what follows a row's last token), and reads
+    each row's logits at its own last token. It runs on the fast paths: transformers' own Mamba2 scan is
+    wrong past one chunk (fast_paths.py), and these prompts are up to twice that long."""
     im_end = tokenizer.token_to_id("<|im_end|>")
-    ids = tokenizer.encode(prompt_text(question)).ids
-    out = model.generate(torch.tensor([ids], device=device), max_new_tokens=max_new, do_sample=False,
-                         eos_token_id=im_end, pad_token_id=0)
-    new = out[0, len(ids):].tolist()
-    if im_end in new:
-        new = new[:new.index(im_end)]
-    return tokenizer.decode(new)
+    prompts = [tokenizer.encode(prompt_text(q)).ids for q in questions]
+    rows = [list(p) for p in prompts]
+    done = [False] * len(rows)
+    with fast_training_paths(model, paths):
+        for _ in range(max_new):
+            ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)  # [questions, longest]
+            for i, row in enumerate(rows):
+                ids[i, :len(row)] = torch.tensor(row)
+            logits = model(input_ids=ids.to(device), use_cache=False).logits
+            last = torch.tensor([len(row) - 1 for row in rows], device=device)
+            picks = logits[torch.arange(len(rows), device=device), last].argmax(-1).tolist()
+            for i, pick in enumerate(picks):
+                if not done[i]:
+                    rows[i].append(pick)
+                    done[i] = pick == im_end
+            if all(done):
+                break
+    answers = []
+    for prompt, row in zip(prompts, rows):
+        new = row[len(prompt):]
+        answers.append(tokenizer.decode(new[:new.index(im_end)] if im_end in new else new))
+    return answers
 
 
 def train_step(model, optimizer, schedule, ids, mask, fast=False):
@@ -294,7 +318,7 @@ def main():
     parser.add_argument("--eval", type=int, default=300)
     parser.add_argument("--fast-paths", default="mamba_dtmin,moe",
                         help="fast_paths.PATHS to train with, comma-separated, or none")
-    parser.add_argument("--length", type=int, default=80,
+    parser.add_argument("--length", type=int, default=128,
                         help="tokens per training sequence; past one Mamba chunk (64) needs --fast-paths mamba_dtmin")
     parser.add_argument("--mtp-steps", type=int, default=2000,
                         help="steps training the MTP head on the trained, frozen model (0: no head)")
@@ -340,8 +364,7 @@ def train(args):
     device = "cuda"
     started = time.time()
 
-    texts = [prompt_text(q) + a + "<|im_end|>\n" for _, q, a in corpus.examples(args.seed, 60000)]
-    tokenizer = train_tokenizer(texts, 2048)
+    tokenizer = byte_tokenizer()
     im_end = tokenizer.token_to_id("<|im_end|>")
     model = NemotronHForCausalLM(model_config(tokenizer.get_vocab_size(), im_end)).to(device)
     params = sum(p.numel() for p in model.parameters())
@@ -375,9 +398,9 @@ def train(args):
     model.eval()
     head, mtp_accuracy = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [])
     heldout = corpus.examples(args.seed + 1000, args.eval, heldout=True)
+    answers = greedy_answers(model, tokenizer, [q for _, q, _ in heldout], device, paths)
     right = {}
-    for task, question, expected in heldout:
-        got = answer(model, tokenizer, question, device)
+    for (task, _, expected), got in zip(heldout, answers):
         right.setdefault(task, []).append(got == expected)
     accuracy = {task: sum(r) / len(r) for task, r in right.items()}
     overall = sum(sum(r) for r in right.values()) / len(heldout)
