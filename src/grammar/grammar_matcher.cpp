@@ -16,10 +16,46 @@ using Kind = Grammar::Element::Kind;
 // step whatever the grammar, and kMaxSettleDepth the rules entered in a row with nothing matched
 // (a chain of thousands of optional members); a rule entered through itself with nothing matched
 // only deepens the stack, which stops at kMaxGrammarDepth.
+// The stacks one step has entered rules from. Most steps enter a few: those are compared one by
+// one in vectors whose memory the thread keeps from step to step; past kFew, a set.
+class SeenStacks {
+ public:
+  void clear() {
+    used_ = 0;
+    many_.clear();
+  }
+  // False when `stack` was inserted before (since the last clear).
+  bool insert(const std::vector<int32_t>& stack) {
+    if (used_ < kFew) {
+      for (size_t i = 0; i < used_; ++i)
+        if (few_[i] == stack) return false;
+      if (few_.size() <= used_) few_.emplace_back();
+      few_[used_++].assign(stack.begin(), stack.end());
+      return true;
+    }
+    for (size_t i = 0; i < kFew; ++i)
+      if (few_[i] == stack) return false;
+    return many_.insert(stack).second;
+  }
+
+ private:
+  static constexpr size_t kFew = 32;
+  std::vector<std::vector<int32_t>> few_;
+  size_t used_ = 0;
+  std::set<std::vector<int32_t>> many_;
+};
+
 struct Settler {
+  Settler(const Grammar& grammar, GrammarState& out) : grammar(grammar), out(out), seen(thread_seen()) { seen.clear(); }
+
+  static SeenStacks& thread_seen() {
+    thread_local SeenStacks seen;
+    return seen;
+  }
+
   const Grammar& grammar;
   GrammarState& out;
-  std::set<std::vector<int32_t>> seen = {};
+  SeenStacks& seen;
   int64_t budget = kMaxSettleSteps;
 
   void settle(std::vector<int32_t> stack, int depth = 0) {
@@ -29,15 +65,19 @@ struct Settler {
         out.truncated = true;
         return;
       }
-      if (!seen.insert(stack).second) return;
       const Grammar::Element element = elements[size_t(stack.back())];
-      if (element.kind == Kind::bytes) {
+      if (element.kind == Kind::bytes) {  // duplicates go when the state is tidied
         out.stacks.push_back(std::move(stack));
         return;
       }
+      if (element.kind == Kind::end) {  // that alternative is done: go on below it
+        stack.pop_back();
+        continue;
+      }
+      // Only entering a rule can multiply the work, so only that is checked against repeats.
+      if (!seen.insert(stack)) return;
       const int32_t at = stack.back();
       stack.pop_back();
-      if (element.kind == Kind::end) continue;  // that alternative is done: go on below it
       // A rule: go on after it once it is done (nothing to remember when it ends its
       // alternative), and enter each of its alternatives.
       if (elements[size_t(at) + 1].kind != Kind::end) stack.push_back(at + 1);

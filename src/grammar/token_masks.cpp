@@ -59,15 +59,34 @@ TokenMasks::TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<c
   start_ = intern(grammar_start(*grammar_));
 }
 
-int32_t TokenMasks::intern(GrammarState state) {
-  std::string key(state.can_end ? "e" : "o");
+namespace {
+
+// FNV-1a over the stacks' positions, each stack ended by a mark, and can_end.
+uint64_t state_hash(const GrammarState& state) {
+  uint64_t hash = state.can_end ? 0xcbf29ce484222325ull : 0x84222325cbf29ce4ull;
+  auto mix = [&hash](uint64_t value) {
+    hash ^= value;
+    hash *= 0x100000001b3ull;
+  };
   for (const std::vector<int32_t>& stack : state.stacks) {
-    key.append(reinterpret_cast<const char*>(stack.data()), stack.size() * sizeof(int32_t));
-    key.push_back('|');
+    for (int32_t at : stack) mix(uint32_t(at));
+    mix(~uint64_t(0));
   }
-  auto [at, added] = state_ids_.try_emplace(std::move(key), int32_t(states_.size()));
-  if (added) states_.push_back(std::move(state));
-  return at->second;
+  return hash;
+}
+
+}  // namespace
+
+int32_t TokenMasks::intern(GrammarState state) {
+  const uint64_t hash = state_hash(state);
+  auto [first, last] = state_ids_.equal_range(hash);
+  for (auto at = first; at != last; ++at)
+    if (states_[size_t(at->second)].can_end == state.can_end && states_[size_t(at->second)].stacks == state.stacks)
+      return at->second;
+  const int32_t id = int32_t(states_.size());
+  state_ids_.emplace(hash, id);
+  states_.push_back(std::move(state));
+  return id;
 }
 
 int32_t TokenMasks::next(int32_t state, uint8_t byte) {

@@ -72,7 +72,7 @@ class TokenMasks {
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocabulary_;
   std::vector<GrammarState> states_;
-  std::unordered_map<std::string, int32_t> state_ids_;       // by the stacks, spelled out
+  std::unordered_multimap<uint64_t, int32_t> state_ids_;    // by a hash of the stacks
   // Each state's 256 transitions (the state after that byte, -1: not allowed, kUnstepped: not
   // yet known), made when the state is first stepped from: a mask's trie walk looks one up for
   // every node it visits, so this is an array index, not a hash lookup.
