@@ -126,6 +126,31 @@ TEST_F(ToolServer, ToolsAndCallsRenderThroughTheTemplate) {
             post("/tokenize", {{"content", prompt}})["tokens"].size());
 }
 
+// transformers renders Python dicts in their own order: tools and a call's arguments print in the
+// order the request gave them, not sorted.
+TEST_F(ToolServer, ToolsAndCallArgumentsKeepTheRequestsKeyOrder) {
+  const std::string messages = R"([{"role": "user", "content": "add 1 and 2"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "add", "arguments": "{\"b\": 2, \"a\": 1}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "3"}])";
+  const std::string tools = R"([{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+    "properties": {"b": {"type": "number"}, "a": {"type": "number"}}}, "description": "adds"}}])";
+  HttpReply rendered = http_request(server->port(), "POST", "/apply-template",
+                                    R"({"messages": )" + messages + R"(, "tools": )" + tools + "}");
+  ASSERT_EQ(rendered.status, 200) << rendered.body;
+  const std::string prompt = json::parse(rendered.body)["prompt"];
+  EXPECT_NE(prompt.find(R"({"type": "function", "function": {"name": "add", "parameters": {"type": "object", )"
+                        R"("properties": {"b": {"type": "number"}, "a": {"type": "number"}}}, "description": "adds"}})"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find(R"("arguments": {"b": 2, "a": 1})"), std::string::npos) << prompt;
+  // The chat route renders the same prompt.
+  HttpReply reply = http_request(server->port(), "POST", "/v1/chat/completions",
+                                 R"({"max_tokens": 2, "messages": )" + messages + R"(, "tools": )" + tools + "}");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["usage"]["prompt_tokens"], post("/tokenize", {{"content", prompt}})["tokens"].size());
+}
+
 TEST_F(ToolServer, BadToolFieldsAreRefusedByName) {
   auto refused = [&](json extra) {
     json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}};

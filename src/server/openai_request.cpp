@@ -127,13 +127,16 @@ std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::
   const ModelText& text = *context.text;
   const size_t max_ids = size_t(std::max<int64_t>(context.info->max_context, 0));
   if (chat) {
-    auto messages = body.find("messages");
-    nlohmann::json normalised;
-    if (auto problem = chat_messages(messages == body.end() ? nlohmann::json() : *messages, normalised))
+    // Read again in the body's own key order: templates print tools and call arguments with
+    // tojson, which keeps the order they came in (as transformers does).
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(raw, nullptr, false);
+    auto messages = ordered.find("messages");
+    nlohmann::ordered_json normalised;
+    if (auto problem = chat_messages(messages == ordered.end() ? nlohmann::ordered_json() : *messages, normalised))
       return *problem;
-    nlohmann::json kwargs = nlohmann::json::object();
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
     if (!context.thinking) kwargs["enable_thinking"] = false;
-    if (auto extra = body.find("chat_template_kwargs"); extra != body.end() && !extra->is_null()) {
+    if (auto extra = ordered.find("chat_template_kwargs"); extra != ordered.end() && !extra->is_null()) {
       if (!extra->is_object()) return bad("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       for (auto& [key, value] : extra->items()) kwargs[key] = value;
     }
@@ -169,16 +172,16 @@ std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::
 
 }  // namespace
 
-std::optional<RequestError> chat_messages(const nlohmann::json& messages, nlohmann::json& out) {
+std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages, nlohmann::ordered_json& out) {
   if (!messages.is_array()) return bad("'messages' must be an array", "messages");
   if (messages.empty()) return bad("'messages' is empty", "messages");
-  out = nlohmann::json::array();
+  out = nlohmann::ordered_json::array();
   for (const auto& message : messages) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
       return bad("each message needs a string 'role'", "messages");
-    auto content = content_text(message.value("content", nlohmann::json()));
+    auto content = content_text(nlohmann::json(message.value("content", nlohmann::ordered_json())));
     if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
-    nlohmann::json copy = message;
+    nlohmann::ordered_json copy = message;
     copy["content"] = *content;
     // A call's arguments come as a JSON string; templates read them as an object (as
     // transformers' callers pass them).
@@ -189,7 +192,7 @@ std::optional<RequestError> chat_messages(const nlohmann::json& messages, nlohma
           return bad("each tool call needs a 'function' object", "messages");
         auto& arguments = call["function"]["arguments"];
         if (arguments.is_string()) {
-          nlohmann::json parsed = nlohmann::json::parse(arguments.get<std::string>(), nullptr, false);
+          nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(arguments.get<std::string>(), nullptr, false);
           if (parsed.is_object()) arguments = parsed;
         }
       }

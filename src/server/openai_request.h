@@ -80,6 +80,7 @@ std::string error_body(const RequestError& error);
 
 // A chat request's messages as the template takes them: each an object with a string role, its
 // content a string (text parts joined). The chat route and /apply-template both use it.
-[[nodiscard]] std::optional<RequestError> chat_messages(const nlohmann::json& messages, nlohmann::json& out);
+[[nodiscard]] std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages,
+                                                        nlohmann::ordered_json& out);
 
 }  // namespace lockstep

@@ -45,14 +45,17 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
       if (auto* error = std::get_if<RequestError>(&body)) return refuse(*error);
       const json& fields = std::get<json>(body);
       if (!text_.has_chat_template()) return refuse(bad("this model folder has no chat template"));
-      json messages;
-      if (auto problem = chat_messages(fields.value("messages", json()), messages)) return refuse(*problem);
-      json kwargs = fields.value("chat_template_kwargs", json::object());
+      // In the body's own key order, as the chat route renders (tojson keeps it).
+      const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body, nullptr, false);
+      nlohmann::ordered_json messages;
+      if (auto problem = chat_messages(ordered.value("messages", nlohmann::ordered_json()), messages))
+        return refuse(*problem);
+      nlohmann::ordered_json kwargs = ordered.value("chat_template_kwargs", nlohmann::ordered_json::object());
       if (!kwargs.is_object()) return refuse(bad("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
       if (!settings_.thinking && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
       if (fields.contains("tools") && !fields["tools"].is_null()) {
         if (!fields["tools"].is_array()) return refuse(bad("'tools' must be an array", "tools"));
-        kwargs["tools"] = fields["tools"];
+        kwargs["tools"] = ordered["tools"];
       }
       RenderLimits limits;  // a long render gives up when its client leaves or the server stops
       limits.cancelled = [&] { return stopping_.load() || responder.client_gone(); };

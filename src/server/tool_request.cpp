@@ -25,7 +25,7 @@ std::string named_choice(const nlohmann::json& choice) {
 }  // namespace
 
 std::optional<RequestError> read_tools(const std::string& text, const nlohmann::json& body, const RequestContext& context,
-                                       nlohmann::json& kwargs, CompletionRequest& out) {
+                                       nlohmann::ordered_json& kwargs, CompletionRequest& out) {
   const nlohmann::json tools = body.value("tools", nlohmann::json());
   const nlohmann::json choice = body.value("tool_choice", nlohmann::json());
   if (!tools.is_null() && !tools.is_array()) return bad_tools("'tools' must be an array", "tools");
@@ -67,7 +67,7 @@ std::optional<RequestError> read_tools(const std::string& text, const nlohmann::
     return bad_tools("this model's chat template does not render tools", "tools");
   out.tools = nlohmann::ordered_json::parse(text, nullptr, false)["tools"];
   out.tool_named = !named_choice(choice).empty();
-  kwargs["tools"] = tools;
+  kwargs["tools"] = out.tools;
   return std::nullopt;
 }
 

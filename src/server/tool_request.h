@@ -14,7 +14,7 @@ namespace lockstep {
 // Before the template renders: reads the fields (`text`: the raw body, read again so the tools
 // keep their order) into `out` and kwargs["tools"].
 [[nodiscard]] std::optional<RequestError> read_tools(const std::string& text, const nlohmann::json& body,
-                                                    const RequestContext& context, nlohmann::json& kwargs,
+                                                    const RequestContext& context, nlohmann::ordered_json& kwargs,
                                                     CompletionRequest& out);
 
 // After: tool_choice "required" or a named function becomes out.generate.grammar.

@@ -54,6 +54,13 @@ class ModelText {
                                                                                  const nlohmann::json& kwargs,
                                                                                  const RenderLimits& limits,
                                                                                  size_t max_ids) const;
+  // The same, keeping the key order of the caller's objects where the template prints them
+  // with tojson (tools, a call's arguments), as transformers does with Python dicts.
+  [[nodiscard]] Expected<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs,
+                                             const RenderLimits& limits = {}) const;
+  [[nodiscard]] Expected<std::optional<std::vector<int32_t>>> encode_chat_within(
+      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs, const RenderLimits& limits,
+      size_t max_ids) const;
 
  private:
   std::shared_ptr<Tokenizer> tokenizer_;
