@@ -4,6 +4,8 @@
 // the grammar cannot keep is refused by name.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <future>
 #include <nlohmann/json.hpp>
 
@@ -106,6 +108,46 @@ TEST_F(TextServer, WhatAGrammarCannotKeepIsRefusedByName) {
             "'response_format.schema' is not a field of a json_object response_format");
   EXPECT_EQ(refusal(json::parse(R"({"type": "json_schema", "json_schema": {"schema": {"properties": {"a": {"format": "email"}}}}})")),
             "response_format.json_schema.schema.properties.a: the keyword \"format\" is not supported in structured output");
+}
+
+// llama.cpp's `grammar` (GBNF), on both endpoints: every reply keeps to it, the same alone and
+// beside other streams; a bad grammar is a 400 that says where.
+TEST_F(TextServer, GbnfGrammarsConstrainRepliesOnBothEndpoints) {
+  const std::string gbnf = "root ::= answer (\", \" answer){2}\nanswer ::= \"yes\" | \"no\" | [0-9]{1,3}\n";
+  std::regex kept("(yes|no|[0-9]{1,3})(, (yes|no|[0-9]{1,3})){2}");
+  std::vector<json> bodies;
+  for (int i = 0; i < 4; ++i)
+    bodies.push_back({{"prompt", "answer " + std::to_string(i)}, {"grammar", gbnf}, {"max_tokens", 60},
+                      {"temperature", 1.0}, {"seed", 9 + i}});
+  std::vector<std::string> alone;
+  for (const json& body : bodies) {
+    json reply = post("/v1/completions", body);
+    alone.push_back(reply["choices"][0]["text"]);
+    EXPECT_TRUE(std::regex_match(alone.back(), kept)) << alone.back();
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop");
+  }
+  std::vector<std::future<std::string>> together;
+  for (const json& body : bodies)
+    together.push_back(std::async(std::launch::async, [&, body] {
+      return post("/v1/completions", body)["choices"][0]["text"].get<std::string>();
+    }));
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << "request " << i;
+  json chat = {{"messages", {{{"role", "user"}, {"content", "answer"}}}}, {"grammar", gbnf}, {"max_tokens", 60}};
+  const std::string content = post("/v1/chat/completions", chat)["choices"][0]["message"]["content"];
+  EXPECT_TRUE(std::regex_match(content, kept)) << content;
+
+  auto refused = [&](json body) {
+    HttpReply reply = http_request(server->port(), "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    json error = json::parse(reply.body)["error"];
+    EXPECT_EQ(error["param"], "grammar") << reply.body;
+    return error["message"].get<std::string>();
+  };
+  EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", "root ::= \"a\"\nroot ::= b"}}),
+            "grammar: line 2, column 1: the rule 'root' is defined twice");
+  EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", 5}}), "'grammar' must be a string (GBNF)");
+  EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", gbnf}, {"response_format", {{"type", "json_object"}}}}),
+            "'grammar' cannot go with a 'response_format' that constrains the reply");
 }
 
 }  // namespace

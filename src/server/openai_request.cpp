@@ -232,6 +232,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
                         "invalid_request_error", "model", "model_not_found"};
   if (auto prompt_error = read_prompt(text, body, chat, context, cancelled, out)) return *prompt_error;
   if (auto format_error = read_response_format(text, body, context, out)) return *format_error;
+  if (auto grammar_error = read_gbnf_grammar(body, context, out)) return *grammar_error;
   if (auto tool_error = require_tool_call(body, context, out)) return *tool_error;
   if (chat)
     if (auto budget_error = read_reasoning_budget(body, context, out)) return *budget_error;

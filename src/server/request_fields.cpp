@@ -8,12 +8,12 @@ namespace lockstep {
 namespace {
 
 // Fields both endpoints act on. `user` is OpenAI's end-user id, which only labels a request.
-constexpr std::array<std::string_view, 21> kCommon = {
+constexpr std::array<std::string_view, 22> kCommon = {
     "model",          "max_tokens",       "temperature",        "top_p",      "top_k",
     "min_p",          "seed",             "n",                  "stream",     "stream_options",
     "stop",           "logprobs",         "ignore_eos",         "draft",      "return_token_ids",
     "cache_prompt",   "presence_penalty", "frequency_penalty",  "repetition_penalty", "logit_bias",
-    "response_format"};
+    "response_format", "grammar"};
 constexpr std::array<std::string_view, 8> kChat = {"messages",     "max_completion_tokens", "top_logprobs",
                                                    "chat_template_kwargs", "tools", "tool_choice",
                                                    "parallel_tool_calls", "max_reasoning_tokens"};
@@ -42,8 +42,8 @@ std::string why(const std::string& key, bool chat) {
     return "'" + key + "' is OpenAI's old form: use 'tools' and 'tool_choice'";
   if (!chat && (key == "tools" || key == "tool_choice" || key == "parallel_tool_calls"))
     return "'" + key + "' belongs to /v1/chat/completions";
-  if (key == "grammar" || key == "guided_json" || key == "guided_grammar" || key == "guided_regex")
-    return "'" + key + "' is not supported: use response_format with a json_schema";
+  if (key == "guided_json" || key == "guided_grammar" || key == "guided_regex" || key == "guided_choice")
+    return "'" + key + "' is vLLM's older form: use response_format (JSON schema) or grammar (GBNF)";
   if ((chat && (key == "prompt" || key == "echo")) || (!chat && key == "messages"))
     return "'" + key + "' belongs to " + (chat ? "/v1/completions" : "/v1/chat/completions");
   return "'" + key + "' is not a field lockstep supports";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "grammar/gbnf.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "server/reasoning.h"
@@ -23,6 +24,26 @@ std::shared_ptr<const Vocabulary> model_vocabulary(const ModelInfo& info, const 
   for (int32_t id = 0; id < int32_t(spelled.size()) && id < tokenizer.vocab_size(); ++id)
     spelled[size_t(id)] = tokenizer.token_bytes(id);
   return std::make_shared<const Vocabulary>(spelled, info.eos_ids);
+}
+
+std::optional<RequestError> read_gbnf_grammar(const nlohmann::json& body, const RequestContext& context,
+                                              CompletionRequest& out) {
+  auto field = body.find("grammar");
+  if (field == body.end() || field->is_null()) return std::nullopt;
+  auto bad = [](const std::string& message) {
+    return RequestError{400, message, "invalid_request_error", "grammar", ""};
+  };
+  if (!field->is_string()) return bad("'grammar' must be a string (GBNF)");
+  if (out.generate.grammar) return bad("'grammar' cannot go with a 'response_format' that constrains the reply");
+  if (!context.vocabulary) return bad("'grammar' needs the model's tokenizer, and this model has none");
+  auto grammar = std::make_shared<Grammar>();
+  Expected<int32_t> root = add_gbnf(*grammar, field->get<std::string>());
+  if (!root.ok()) return bad(root.error().message);
+  grammar->set_root(*root);
+  if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad("grammar: " + problem);
+  out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
+  out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
+  return std::nullopt;
 }
 
 int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& ids, bool chat) {

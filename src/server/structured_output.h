@@ -21,6 +21,11 @@ std::shared_ptr<const Vocabulary> model_vocabulary(const ModelInfo& info, const 
 [[nodiscard]] std::optional<RequestError> read_response_format(const std::string& text, const nlohmann::json& body,
                                                               const RequestContext& context, CompletionRequest& out);
 
+// Reads body["grammar"] (llama.cpp's GBNF, grammar/gbnf.h) into out.generate.grammar; a request
+// with response_format as well is refused.
+[[nodiscard]] std::optional<RequestError> read_gbnf_grammar(const nlohmann::json& body, const RequestContext& context,
+                                                           CompletionRequest& out);
+
 // Reads max_reasoning_tokens (chat): past that many tokens of thinking, the next is </think>.
 // Needs <think> and </think> to be tokens of the model's vocabulary.
 [[nodiscard]] std::optional<RequestError> read_reasoning_budget(const nlohmann::json& body, const RequestContext& context,

@@ -77,7 +77,8 @@ std::optional<RequestError> require_tool_call(const nlohmann::json& body, const 
   const nlohmann::json choice = body.value("tool_choice", nlohmann::json());
   if (choice != "required" && !choice.is_object()) return std::nullopt;
   if (out.generate.grammar)
-    return bad_tools("'tool_choice' \"required\" or a named function cannot go with 'response_format'", "tool_choice");
+    return bad_tools("'tool_choice' \"required\" or a named function cannot go with 'response_format' or 'grammar'",
+                     "tool_choice");
   if (!context.vocabulary) return bad_tools("'tool_choice' needs the model's tokenizer, and this model has none", "tool_choice");
   auto grammar = tool_call_grammar(out.tool_format, out.tools, named_choice(choice), out.parallel_tool_calls);
   if (!grammar) return bad_tools(grammar.error().message, "tools");
