@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/schema_test_support.h"
+#include "grammar/token_masks.h"
 #include "text_server.h"
 
 namespace lockstep {
@@ -148,6 +149,11 @@ TEST_F(TextServer, GbnfGrammarsConstrainRepliesOnBothEndpoints) {
   EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", 5}}), "'grammar' must be a string (GBNF)");
   EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", gbnf}, {"response_format", {{"type", "json_object"}}}}),
             "'grammar' cannot go with a 'response_format' that constrains the reply");
+  // 100,000 alternatives: the first token's mask alone would hold the lane thread up for long.
+  std::string wide = "root ::= \"a\"";
+  for (int i = 1; i < 100000; ++i) wide += "|\"a\"";
+  EXPECT_EQ(refused({{"prompt", "x"}, {"grammar", wide}}), kGrammarTooCostly);
+  EXPECT_EQ(post("/v1/completions", bodies[0])["choices"][0]["text"], alone[0]);  // and it serves on
 }
 
 }  // namespace

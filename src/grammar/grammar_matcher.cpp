@@ -117,7 +117,7 @@ GrammarState grammar_start(const Grammar& grammar) {
   return state;
 }
 
-GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte) {
+GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte, int64_t* work) {
   GrammarState next;
   Settler settler{grammar, next};
   for (const std::vector<int32_t>& stack : state.stacks) {
@@ -127,6 +127,7 @@ GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uin
     ++moved.back();
     settler.settle(std::move(moved));
   }
+  if (work) *work += int64_t(state.stacks.size()) + (kMaxSettleSteps - settler.budget);
   tidy(next);
   return next;
 }

@@ -28,8 +28,9 @@ std::string grammar_problem(const Grammar& grammar);
 
 // The state before any byte, at the grammar's root.
 GrammarState grammar_start(const Grammar& grammar);
-// The state after one more byte; finished() and !can_end when `byte` cannot come next.
-GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte);
+// The state after one more byte; finished() and !can_end when `byte` cannot come next. `work`,
+// when given, grows by the stacks the step looked at and settled.
+GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte, int64_t* work = nullptr);
 
 // Stacks deeper than this are dropped (a JSON value nested past it cannot be written).
 inline constexpr size_t kMaxGrammarDepth = 256;

@@ -54,8 +54,10 @@ Vocabulary::Vocabulary(const std::vector<std::string>& token_bytes, std::vector<
 
 bool Vocabulary::is_end(int32_t id) const { return std::binary_search(end_ids_.begin(), end_ids_.end(), id); }
 
-TokenMasks::TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary)
-    : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {
+TokenMasks::TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary,
+                       int64_t max_mask_work)
+    : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)),
+      max_mask_work_(max_mask_work < 0 ? kMaxMaskWork : max_mask_work) {
   start_ = intern(grammar_start(*grammar_));
 }
 
@@ -98,7 +100,7 @@ int32_t TokenMasks::next(int32_t state, uint8_t byte) {
   }
   int32_t* known = row.get() + byte;  // the row's storage stays put while transitions_ grows
   if (*known != kUnstepped) return *known;
-  GrammarState stepped = grammar_step(*grammar_, states_[size_t(state)], byte);
+  GrammarState stepped = grammar_step(*grammar_, states_[size_t(state)], byte, &work_);
   *known = stepped.finished() && !stepped.can_end ? -1 : intern(std::move(stepped));
   return *known;
 }
@@ -113,10 +115,21 @@ int32_t TokenMasks::after_token(int32_t state, int32_t id) {
   return state;
 }
 
+bool TokenMasks::affordable(int32_t state) {
+  (void)mask(state);
+  return !too_costly_.count(state);
+}
+
 const std::vector<uint32_t>& TokenMasks::mask(int32_t state) {
   if (auto found = masks_.find(state); found != masks_.end()) return found->second;
+  if (end_only_.empty()) {
+    end_only_.assign(size_t(vocabulary_->mask_words()), 0);
+    for (int32_t id : vocabulary_->end_ids()) end_only_[size_t(id) >> 5] |= uint32_t(1) << (id & 31);
+  }
+  if (too_costly_.count(state)) return end_only_;
   if (masks_.size() >= 1024) masks_.clear();  // bounds the memory of a long, varied reply
   ++masks_computed_;
+  const int64_t work_before = work_;
   std::vector<uint32_t> bits(size_t(vocabulary_->mask_words()), 0);
   auto allow = [&](int32_t id) { bits[size_t(id) >> 5] |= uint32_t(1) << (id & 31); };
   if (can_end(state))
@@ -127,6 +140,10 @@ const std::vector<uint32_t>& TokenMasks::mask(int32_t state) {
   for (size_t i = 1; i < nodes.size();) {
     const Vocabulary::Node& node = nodes[i];
     const int32_t reached = next(trie_states_[size_t(node.depth) - 1], node.byte);
+    if (work_ - work_before > max_mask_work_) {
+      too_costly_.emplace(state, true);
+      return end_only_;
+    }
     if (reached < 0) {
       i = size_t(node.subtree_end);
       continue;

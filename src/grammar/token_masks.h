@@ -50,7 +50,9 @@ class Vocabulary {
 // (a request's streams, all on one lane thread) uses it.
 class TokenMasks {
  public:
-  TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
+  // max_mask_work: kMaxMaskWork, or less in tests.
+  TokenMasks(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary,
+             int64_t max_mask_work = -1);
 
   int32_t start() const { return start_; }
   // The state after `byte`, or -1 when the byte cannot come next.
@@ -60,8 +62,13 @@ class TokenMasks {
   bool can_end(int32_t state) const { return states_[size_t(state)].can_end; }
   // Whether no byte can follow `state` (the match is whole).
   bool finished(int32_t state) const { return states_[size_t(state)].finished(); }
-  // The allowed tokens in `state`: bit (id % 32) of word id / 32.
+  // The allowed tokens in `state`: bit (id % 32) of word id / 32. A mask whose making would take
+  // more than kMaxMaskWork steps of the grammar is not made: only the end ids are allowed.
   const std::vector<uint32_t>& mask(int32_t state);
+  // Whether `state`'s mask can be made within kMaxMaskWork steps (making it, when it can). The
+  // server refuses a grammar whose start is too costly; a stream that reaches such a state
+  // later fails, saying so, instead of holding up the lane thread.
+  bool affordable(int32_t state);
 
   const Vocabulary& vocabulary() const { return *vocabulary_; }
   int64_t masks_computed() const { return masks_computed_; }
@@ -82,7 +89,18 @@ class TokenMasks {
   std::vector<int32_t> trie_states_;                         // scratch for mask()
   int32_t start_ = 0;
   int64_t masks_computed_ = 0;
+  int64_t work_ = 0;                       // grammar work so far (stacks looked at and settled)
+  int64_t max_mask_work_;
+  std::unordered_map<int32_t, bool> too_costly_;
+  std::vector<uint32_t> end_only_;         // the mask of the end ids alone
 };
+
+// The most grammar work (stacks looked at and settled) one mask may take: on this project's
+// 2-core CPU machine, under a second.
+inline constexpr int64_t kMaxMaskWork = 20'000'000;
+inline constexpr const char* kGrammarTooCostly =
+    "the grammar needs too much work to say which tokens may come next (simplify it: fewer alternatives "
+    "that share a beginning, or shallower nesting)";
 
 // One stream's place in its grammar. With `start_after` >= 0 the grammar applies only once that
 // id was generated (the end of thinking); until then every token is allowed.
@@ -96,6 +114,8 @@ class Constraint {
   // (none is ever picked: only end ids are then allowed).
   void append_mask(std::vector<uint32_t>& bits) const;
   void accept(int32_t id);
+  // Whether the next token's mask can be made (TokenMasks::affordable); true while inactive.
+  bool affordable() const { return !started_ || state_ < 0 || masks_->affordable(state_); }
   // Whether the grammar is done: nothing can follow the tokens so far (or a token it did not
   // allow came, which only a model with no end id to fall back on can give).
   bool complete() const { return started_ && (state_ < 0 || masks_->finished(state_)); }

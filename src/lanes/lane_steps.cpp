@@ -165,7 +165,15 @@ bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& log
   const std::optional<FinishReason> reason =
       finish_after(runner_.info(), stream.request, id, stream.generated, position,
                    stream.constraint ? &*stream.constraint : nullptr);
-  if (!reason) return !stream.control->cancelled.load();  // cancelled: the next step drops it
+  if (!reason) {
+    // A grammar whose next mask would hold up the lane thread fails its stream (only its own
+    // tokens led there, so it fails the same way alone).
+    if (stream.constraint && !stream.constraint->affordable()) {
+      end(stream, {StreamEnd::Kind::failed, {}, kGrammarTooCostly});
+      return false;
+    }
+    return !stream.control->cancelled.load();  // cancelled: the next step drops it
+  }
   end(stream, {StreamEnd::Kind::finished, *reason, {}});
   return false;
 }

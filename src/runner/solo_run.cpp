@@ -74,6 +74,7 @@ Expected<GenerateResult> SoloRun::generate(const GenerateRequest& request,
       counts->edits(0, edits);
       apply_edits(logits.data(), info.vocab_size, edits);
     }
+    if (constraint && !constraint->affordable()) return make_error(kGrammarTooCostly);
     const int32_t forced = thinking && !(constraint && constraint->active()) ? thinking->forced() : -1;
     if (forced >= 0 || (constraint && constraint->active())) {
       mask.clear();

@@ -42,6 +42,7 @@ std::optional<RequestError> read_gbnf_grammar(const nlohmann::json& body, const 
   grammar->set_root(*root);
   if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad("grammar: " + problem);
   out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
+  if (!out.generate.grammar->affordable(out.generate.grammar->start())) return bad(kGrammarTooCostly);
   out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
   return std::nullopt;
 }
@@ -114,6 +115,7 @@ std::optional<RequestError> read_response_format(const std::string& text, const 
   }
   if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad_format("response_format: " + problem);
   out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
+  if (!out.generate.grammar->affordable(out.generate.grammar->start())) return bad_format(kGrammarTooCostly);
   out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
   return std::nullopt;
 }
