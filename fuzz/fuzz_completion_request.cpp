@@ -17,6 +17,7 @@
 #include "io/json_file.h"
 #include "json_mutator.h"
 #include "server/openai_request.h"
+#include "server/structured_output.h"
 
 namespace lockstep::fuzz {
 namespace {
@@ -47,6 +48,8 @@ void serve(const std::string& folder, const json& tokenizer_config, bool thinkin
   model->info.eos_ids = {511};
   model->text = std::move(text).value();
   model->context = RequestContext{&model->info, &model->text, "tiny", 0.0f, thinking};
+  // The vocabulary grammars compile against: response_format, grammar and tools are fuzzed too.
+  model->context.vocabulary = model_vocabulary(model->info, model->text);
   served().push_back(std::move(model));
 }
 

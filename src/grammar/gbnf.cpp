@@ -100,7 +100,17 @@ class GbnfParser {
     for (const auto& [name, at] : first_use_)
       if (!defined_.count(name)) return fail_at(at, "the rule '" + name + "' is used but not defined");
     if (!defined_.count("root")) return make_error("grammar: it has no rule named 'root'");
-    return rules_.at("root");
+    const int32_t root = rules_.at("root");
+    g_.set_root(root);
+    if (const int32_t looping = left_recursive_rule(g_); looping >= 0) {
+      for (const auto& [name, rule] : rules_)
+        if (rule == looping)
+          return make_error("grammar: the rule '" + name + "' can come back to itself before matching a character "
+                            "(left recursion), which cannot be followed a byte at a time");
+      return make_error("grammar: a repeat of something that can match nothing (like (\"a\"?)*), which cannot be "
+                        "followed a byte at a time");
+    }
+    return root;
   }
 
  private:

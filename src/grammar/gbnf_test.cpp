@@ -124,6 +124,14 @@ TEST(Gbnf, ABadGrammarIsRefusedSayingWhereAndWhy) {
   EXPECT_NE(refusal("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')).find("nested deeper"),
             std::string::npos);
   EXPECT_NE(refusal("root ::= \"a\" \"b\"\n  \"c\"").find("line 2"), std::string::npos);
+  EXPECT_EQ(refusal("root ::= list\nlist ::= list \",\" item | item\nitem ::= [0-9]"),
+            "grammar: the rule 'list' can come back to itself before matching a character (left recursion), which "
+            "cannot be followed a byte at a time");
+  EXPECT_NE(refusal("root ::= (\"a\"?)* \"b\"").find("a repeat of something that can match nothing"),
+            std::string::npos);
+  // Right recursion, and a rule that can be empty but is not its own beginning, are fine.
+  Grammar right = compiled("root ::= item (\",\" root)?\nitem ::= [0-9] | \"\"");
+  EXPECT_TRUE(matches(right, "1,2,,3"));
 }
 
 }  // namespace

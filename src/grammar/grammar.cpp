@@ -1,5 +1,7 @@
 #include "grammar/grammar.h"
 
+#include <utility>
+
 namespace lockstep {
 
 int32_t Grammar::declare() {
@@ -58,6 +60,70 @@ int32_t Grammar::empty() {
   const int32_t rule = declare();
   add_alternative(rule, {});
   return rule;
+}
+
+int32_t left_recursive_rule(const Grammar& grammar) {
+  using Kind = Grammar::Element::Kind;
+  const std::vector<Grammar::Element>& elements = grammar.elements();
+  const size_t rules = size_t(grammar.rule_count());
+  // Which rules can match nothing: an alternative can once every element of it can (a worklist
+  // over where each rule is used, so a long chain costs one pass).
+  std::vector<char> nullable(rules, 0);
+  std::vector<std::pair<int32_t, int32_t>> alternatives;  // (rule, elements not yet known to match nothing)
+  std::vector<std::vector<int32_t>> used_in(rules);       // rule -> the alternatives it appears in
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < rules; ++r) {
+    for (int32_t first : grammar.alternatives(int32_t(r))) {
+      int32_t pending = 0;
+      bool has_bytes = false;
+      for (int32_t at = first; elements[size_t(at)].kind != Kind::end; ++at) {
+        if (elements[size_t(at)].kind == Kind::bytes) has_bytes = true;
+        else ++pending, used_in[size_t(elements[size_t(at)].index)].push_back(int32_t(alternatives.size()));
+      }
+      alternatives.push_back({int32_t(r), has_bytes ? -1 : pending});
+      if (!has_bytes && pending == 0 && !nullable[r]) nullable[r] = 1, work.push_back(int32_t(r));
+    }
+  }
+  while (!work.empty()) {
+    const int32_t done = work.back();
+    work.pop_back();
+    for (int32_t a : used_in[size_t(done)]) {
+      auto& [rule, pending] = alternatives[size_t(a)];
+      if (pending > 0 && --pending == 0 && !nullable[size_t(rule)]) nullable[size_t(rule)] = 1, work.push_back(rule);
+    }
+  }
+  // The rules each rule can begin with: those reached past nothing but rules that match nothing.
+  auto begins = [&](int32_t rule, std::vector<int32_t>& out) {
+    out.clear();
+    for (int32_t first : grammar.alternatives(rule))
+      for (int32_t at = first; elements[size_t(at)].kind == Kind::rule; ++at) {
+        out.push_back(elements[size_t(at)].index);
+        if (!nullable[size_t(elements[size_t(at)].index)]) break;
+      }
+  };
+  // A depth-first walk from the root; a rule met again while still open is on a cycle.
+  if (grammar.root() < 0) return -1;
+  std::vector<char> colour(rules, 0);  // 0: not seen, 1: open, 2: done
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> stack;
+  stack.push_back({grammar.root(), {}});
+  begins(grammar.root(), stack.back().second);
+  colour[size_t(grammar.root())] = 1;
+  while (!stack.empty()) {
+    auto& [rule, next] = stack.back();
+    if (next.empty()) {
+      colour[size_t(rule)] = 2;
+      stack.pop_back();
+      continue;
+    }
+    const int32_t to = next.back();
+    next.pop_back();
+    if (colour[size_t(to)] == 1) return to;
+    if (colour[size_t(to)] == 2) continue;
+    colour[size_t(to)] = 1;
+    stack.push_back({to, {}});
+    begins(to, stack.back().second);
+  }
+  return -1;
 }
 
 int32_t Grammar::repeat(int32_t rule, int32_t min, int32_t max) {

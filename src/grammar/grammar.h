@@ -67,4 +67,9 @@ class Grammar {
   int32_t root_ = -1;
 };
 
+// A rule reachable from the root that can come back to itself before matching a byte (left
+// recursion: `a ::= a "x"`, or a repeat of something that can match nothing), or -1. Matching
+// such a grammar a byte at a time would expand without end, so it is refused.
+int32_t left_recursive_rule(const Grammar& grammar);
+
 }  // namespace lockstep

@@ -57,10 +57,12 @@ struct Settler {
   GrammarState& out;
   SeenStacks& seen;
   int64_t budget = kMaxSettleSteps;
+  int64_t work = 0;  // stacks settled, a deep one counting more (its copies cost more)
 
   void settle(std::vector<int32_t> stack, int depth = 0) {
     const std::vector<Grammar::Element>& elements = grammar.elements();
     while (!stack.empty()) {
+      work += 1 + int64_t(stack.size()) / 16;
       if (--budget < 0 || depth > kMaxSettleDepth) {
         out.truncated = true;
         return;
@@ -102,6 +104,9 @@ void tidy(GrammarState& state) {
 }  // namespace
 
 std::string grammar_problem(const Grammar& grammar) {
+  if (left_recursive_rule(grammar) >= 0)
+    return "the grammar can come back to a rule before matching a character (left recursion, or a repeat of "
+           "something that can be empty), which cannot be followed a byte at a time";
   const GrammarState start = grammar_start(grammar);
   if (start.truncated) return "too complex a grammar: its first character alone has too many ways to match";
   if (start.finished() && !start.can_end) return "the grammar allows no text at all";
@@ -127,7 +132,7 @@ GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uin
     ++moved.back();
     settler.settle(std::move(moved));
   }
-  if (work) *work += int64_t(state.stacks.size()) + (kMaxSettleSteps - settler.budget);
+  if (work) *work += int64_t(state.stacks.size()) + settler.work;
   tidy(next);
   return next;
 }
