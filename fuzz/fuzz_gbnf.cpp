@@ -32,8 +32,8 @@ void run(std::string_view text) {
     if (root.error().message.rfind("grammar: ", 0) != 0) fail("a refusal that does not start with 'grammar: '");
     return;
   }
-  if (grammar.elements().size() > kMaxGrammarElements + (size_t(1) << 16))
-    fail("a grammar far past kMaxGrammarElements was accepted");
+  if (grammar.elements().size() > kMaxGrammarElements || grammar.oversized())
+    fail("a grammar past kMaxGrammarElements was accepted");
   grammar.set_root(*root);
   if (!grammar_problem(grammar).empty()) return;
   GrammarState state = grammar_start(grammar);

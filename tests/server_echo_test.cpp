@@ -69,17 +69,21 @@ TEST_F(TextServer, APromptTokensLogprobIsTheOneItHasWhenGenerated) {
 
 TEST_F(TextServer, EchoLeadsTheReplyAndItsOffsetsRunOnIntoTheGeneratedText) {
   const std::string prompt = "once upon a time";
-  json body = {{"prompt", prompt}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 6}, {"ignore_eos", true}};
+  json body = {{"prompt", prompt}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 6}, {"ignore_eos", true},
+               {"return_token_ids", true}};
   json reply = post("/v1/completions", body);
   const std::string text_reply = reply["choices"][0]["text"];
   ASSERT_EQ(text_reply.substr(0, prompt.size()), prompt);
   json lp = reply["choices"][0]["logprobs"];
-  const size_t prompt_ids = text().tokenizer().encode(prompt).size();
-  ASSERT_EQ(lp["tokens"].size(), prompt_ids + 6);
-  std::string joined;
-  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
-    EXPECT_EQ(lp["text_offset"][i], characters(joined)) << i;
-    joined += lp["tokens"][i].get<std::string>();
+  std::vector<int32_t> ids = text().tokenizer().encode(prompt);
+  for (int32_t id : reply["choices"][0]["token_ids"]) ids.push_back(id);
+  ASSERT_EQ(lp["tokens"].size(), ids.size());
+  // Each offset is where the token's bytes start in the reply's text (a byte token that is part
+  // of a character takes no character of its own).
+  std::string bytes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], characters(bytes)) << i;
+    bytes += text().tokenizer().token_bytes(ids[i]);
   }
   // Without echo, the same reply's own tokens, offsets from 0.
   body["echo"] = false;

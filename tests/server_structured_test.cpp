@@ -4,7 +4,6 @@
 // the grammar cannot keep is refused by name.
 #include <gtest/gtest.h>
 
-#include <regex>
 
 #include <future>
 #include <nlohmann/json.hpp>
@@ -115,7 +114,20 @@ TEST_F(TextServer, WhatAGrammarCannotKeepIsRefusedByName) {
 // beside other streams; a bad grammar is a 400 that says where.
 TEST_F(TextServer, GbnfGrammarsConstrainRepliesOnBothEndpoints) {
   const std::string gbnf = "root ::= answer (\", \" answer){2}\nanswer ::= \"yes\" | \"no\" | [0-9]{1,3}\n";
-  std::regex kept("(yes|no|[0-9]{1,3})(, (yes|no|[0-9]{1,3})){2}");
+  // What the grammar allows: three answers split by ", " (std::regex trips GCC 12's warnings).
+  auto kept = [](const std::string& text) {
+    size_t parts = 0, at = 0;
+    for (;;) {
+      const size_t comma = text.find(", ", at);
+      const std::string answer = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      const bool digits = !answer.empty() && answer.size() <= 3 &&
+                          answer.find_first_not_of("0123456789") == std::string::npos;
+      if (answer != "yes" && answer != "no" && !digits) return false;
+      ++parts;
+      if (comma == std::string::npos) return parts == 3;
+      at = comma + 2;
+    }
+  };
   std::vector<json> bodies;
   for (int i = 0; i < 4; ++i)
     bodies.push_back({{"prompt", "answer " + std::to_string(i)}, {"grammar", gbnf}, {"max_tokens", 60},
@@ -124,7 +136,7 @@ TEST_F(TextServer, GbnfGrammarsConstrainRepliesOnBothEndpoints) {
   for (const json& body : bodies) {
     json reply = post("/v1/completions", body);
     alone.push_back(reply["choices"][0]["text"]);
-    EXPECT_TRUE(std::regex_match(alone.back(), kept)) << alone.back();
+    EXPECT_TRUE(kept(alone.back())) << alone.back();
     EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop");
   }
   std::vector<std::future<std::string>> together;
@@ -135,7 +147,7 @@ TEST_F(TextServer, GbnfGrammarsConstrainRepliesOnBothEndpoints) {
   for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << "request " << i;
   json chat = {{"messages", {{{"role", "user"}, {"content", "answer"}}}}, {"grammar", gbnf}, {"max_tokens", 60}};
   const std::string content = post("/v1/chat/completions", chat)["choices"][0]["message"]["content"];
-  EXPECT_TRUE(std::regex_match(content, kept)) << content;
+  EXPECT_TRUE(kept(content)) << content;
 
   auto refused = [&](json body) {
     HttpReply reply = http_request(server->port(), "POST", "/v1/completions", body.dump());

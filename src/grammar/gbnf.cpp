@@ -92,7 +92,7 @@ class GbnfParser {
       if (!alternatives.ok()) return alternatives.error();
       for (const std::vector<int32_t>& sequence : *alternatives)
         g_.add_alternative(rule, sequence.empty() ? std::vector<int32_t>{g_.empty()} : sequence);
-      if (g_.elements().size() > kMaxGrammarElements)
+      if (g_.oversized())
         return make_error("grammar: too large (its rules pass " + std::to_string(kMaxGrammarElements) + " elements)");
       if (pos_ < s_.size() && s_[pos_] != '\n' && s_[pos_] != '\r') return fail("expected the end of the line");
       skip_space(true);
@@ -116,10 +116,14 @@ class GbnfParser {
  private:
   Error fail(const std::string& message) const { return fail_at(pos_, message); }
   Error fail_at(size_t at, const std::string& message) const {
-    size_t line = 1, column = 1;
+    size_t line = 1, column = 1;  // columns in characters: UTF-8 continuation bytes do not count
     for (size_t i = 0; i < at && i < s_.size(); ++i) {
-      column = s_[i] == '\n' ? 1 : column + 1;
-      line += s_[i] == '\n';
+      if (s_[i] == '\n') {
+        ++line;
+        column = 1;
+      } else if ((uint8_t(s_[i]) & 0xC0) != 0x80) {
+        ++column;
+      }
     }
     return make_error("grammar: line " + std::to_string(line) + ", column " + std::to_string(column) + ": " + message);
   }
@@ -245,6 +249,7 @@ class GbnfParser {
   // One character of a literal or class at pos_ (an escape, or a UTF-8 sequence).
   Expected<uint32_t> parse_char() {
     if (pos_ >= s_.size()) return fail("unexpected end of the grammar");
+    const size_t start = pos_;
     const unsigned char c = uint8_t(s_[pos_]);
     if (c == '\\') {
       if (pos_ + 1 >= s_.size()) return fail("unexpected end of the grammar");
@@ -255,10 +260,10 @@ class GbnfParser {
         case 'r': return uint32_t('\r');
         case 't': return uint32_t('\t');
         case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': return uint32_t(uint8_t(e));
-        case 'x': return parse_hex(2);
-        case 'u': return parse_hex(4);
-        case 'U': return parse_hex(8);
-        default: return fail(std::string("unknown escape '\\") + e + "'");
+        case 'x': return parse_hex(2, start);
+        case 'u': return parse_hex(4, start);
+        case 'U': return parse_hex(8, start);
+        default: return fail_at(start, std::string("unknown escape '\\") + e + "'");
       }
     }
     const int length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
@@ -269,11 +274,15 @@ class GbnfParser {
       if ((next & 0xC0) != 0x80) return fail("the grammar is not valid UTF-8");
       code = code << 6 | (next & 0x3F);
     }
+    // Overlong forms, surrogates and code points past U+10FFFF are no characters.
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < least[length] || code > kMaxCodePoint || (code >= 0xD800 && code <= 0xDFFF))
+      return fail("the grammar is not valid UTF-8");
     pos_ += size_t(length);
     return code;
   }
 
-  Expected<uint32_t> parse_hex(int digits) {
+  Expected<uint32_t> parse_hex(int digits, size_t start) {
     uint32_t value = 0;
     for (int i = 0; i < digits; ++i, ++pos_) {
       if (pos_ >= s_.size()) return fail("expected " + std::to_string(digits) + " hex digits");
@@ -284,7 +293,7 @@ class GbnfParser {
       value = value * 16 + uint32_t(digit);
     }
     if (value > kMaxCodePoint || (value >= 0xD800 && value <= 0xDFFF))
-      return fail("escape to a code point that is not a character");
+      return fail_at(start, "escape to a code point that is not a character");
     return value;
   }
 
@@ -309,6 +318,7 @@ class GbnfParser {
     std::vector<Range> ranges;
     while (pos_ < s_.size() && s_[pos_] != ']') {
       if (s_[pos_] == '\n' || s_[pos_] == '\r') return fail("a character class runs past the end of its line");
+      const size_t range_start = pos_;
       Expected<uint32_t> first = parse_char();
       if (!first.ok()) return first.error();
       uint32_t last = *first;
@@ -316,7 +326,7 @@ class GbnfParser {
         ++pos_;
         Expected<uint32_t> end = parse_char();
         if (!end.ok()) return end.error();
-        if (*end < *first) return fail("a character range runs backwards");
+        if (*end < *first) return fail_at(range_start, "a character range runs backwards");
         last = *end;
       }
       ranges.push_back({*first, last});

@@ -7,18 +7,12 @@
 #include <random>
 
 #include "grammar/grammar_matcher.h"
+#include "grammar/grammar_test_support.h"
 
 namespace lockstep {
 namespace {
 
-bool matches(const Grammar& grammar, const std::string& text) {
-  GrammarState state = grammar_start(grammar);
-  for (char c : text) {
-    state = grammar_step(grammar, state, uint8_t(c));
-    if (state.finished() && !state.can_end) return false;
-  }
-  return state.can_end;
-}
+bool matches(const Grammar& grammar, const std::string& text) { return testing_support::grammar_matches(grammar, text); }
 
 Grammar compiled(const std::string& text) {
   Grammar grammar;
@@ -113,7 +107,11 @@ TEST(Gbnf, ABadGrammarIsRefusedSayingWhereAndWhy) {
   EXPECT_NE(refusal("root ::= \"a\"\nroot ::= \"b\"").find("line 2, column 1: the rule 'root' is defined twice"),
             std::string::npos);
   EXPECT_NE(refusal("root ::= \"a").find("no closing"), std::string::npos);
-  EXPECT_NE(refusal("root ::= [b-a]").find("backwards"), std::string::npos);
+  EXPECT_EQ(refusal("root ::= \"é\" [b-a]"), "grammar: line 1, column 15: a character range runs backwards");
+  EXPECT_EQ(refusal("root ::= \"\\q\""), "grammar: line 1, column 11: unknown escape '\\q'");
+  EXPECT_NE(refusal("root ::= \"\xc0\x80\"").find("not valid UTF-8"), std::string::npos);      // an overlong NUL
+  EXPECT_NE(refusal("root ::= \"\xed\xa0\x80\"").find("not valid UTF-8"), std::string::npos);  // a surrogate
+  EXPECT_NE(refusal("root ::= \"\xf5\x80\x80\x80\"").find("not valid UTF-8"), std::string::npos);
   EXPECT_NE(refusal("root ::= \"a\"{3,2}").find("below its minimum"), std::string::npos);
   EXPECT_NE(refusal("root ::= \"a\"{5000}").find("over 1024"), std::string::npos);
   EXPECT_NE(refusal("root ::= (\"a\"").find("expected ')'"), std::string::npos);

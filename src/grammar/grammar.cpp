@@ -1,5 +1,6 @@
 #include "grammar/grammar.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace lockstep {
@@ -10,6 +11,10 @@ int32_t Grammar::declare() {
 }
 
 void Grammar::add_elements(int32_t rule, const std::vector<Element>& sequence) {
+  if (oversized_ || elements_.size() + sequence.size() + 1 > kMaxGrammarElements) {
+    oversized_ = true;
+    return;
+  }
   rules_[size_t(rule)].push_back(int32_t(elements_.size()));
   elements_.insert(elements_.end(), sequence.begin(), sequence.end());
   elements_.push_back({Element::Kind::end, 0});
@@ -23,10 +28,14 @@ void Grammar::add_alternative(int32_t rule, const std::vector<int32_t>& sequence
 }
 
 int32_t Grammar::byte_set_index(const ByteSet& set) {
-  for (size_t i = 0; i < byte_sets_.size(); ++i)
-    if (byte_sets_[i].words == set.words) return int32_t(i);
+  const uint64_t hash = (set.words[0] * 0x9E3779B97F4A7C15ull) ^ (set.words[1] * 0xC2B2AE3D27D4EB4Full) ^
+                        (set.words[2] * 0x165667B19E3779F9ull) ^ (set.words[3] * 0x27D4EB2F165667C5ull);
+  std::vector<int32_t>& same_hash = byte_set_ids_[hash];
+  for (int32_t i : same_hash)
+    if (byte_sets_[size_t(i)].words == set.words) return i;
   byte_sets_.push_back(set);
-  return int32_t(byte_sets_.size()) - 1;
+  same_hash.push_back(int32_t(byte_sets_.size()) - 1);
+  return same_hash.back();
 }
 
 int32_t Grammar::bytes(const ByteSet& set) {
@@ -127,6 +136,10 @@ int32_t left_recursive_rule(const Grammar& grammar) {
 }
 
 int32_t Grammar::repeat(int32_t rule, int32_t min, int32_t max) {
+  if (oversized_ || elements_.size() + size_t(min) + 4 * size_t(std::max(max - min, 0)) > kMaxGrammarElements) {
+    oversized_ = true;
+    return declare();
+  }
   std::vector<int32_t> parts(size_t(min), rule);
   if (max < 0) {
     // more := rule more | (nothing): the reference comes last, so matching it adds no depth.

@@ -8,9 +8,14 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace lockstep {
+
+// The most elements a grammar may have (a request's grammar is refused past it): the lane thread
+// computes its masks, and each element costs memory.
+inline constexpr size_t kMaxGrammarElements = size_t(1) << 20;
 
 struct ByteSet {
   std::array<uint64_t, 4> words{};
@@ -54,6 +59,10 @@ class Grammar {
   int32_t root() const { return root_; }
 
   const std::vector<Element>& elements() const { return elements_; }
+  // Whether adding passed kMaxGrammarElements: what came after was not added (those rules
+  // match less than they say), and the grammar must be refused. Bounds the memory a request's
+  // grammar can take however it is written (a thousand x{1024} in a row, say).
+  bool oversized() const { return oversized_; }
   const std::vector<int32_t>& alternatives(int32_t rule) const { return rules_[size_t(rule)]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[size_t(index)]; }
   int32_t rule_count() const { return int32_t(rules_.size()); }
@@ -64,7 +73,9 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<std::vector<int32_t>> rules_;  // each rule's alternatives: their first element
   std::vector<ByteSet> byte_sets_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> byte_set_ids_;  // a hash of the set -> indexes
   int32_t root_ = -1;
+  bool oversized_ = false;
 };
 
 // A rule reachable from the root that can come back to itself before matching a byte (left

@@ -6,6 +6,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar/grammar_test_support.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_masks.h"
 
@@ -14,14 +15,7 @@ namespace {
 
 using ordered = nlohmann::ordered_json;
 
-bool matches(const Grammar& grammar, const std::string& text) {
-  GrammarState state = grammar_start(grammar);
-  for (char c : text) {
-    state = grammar_step(grammar, state, uint8_t(c));
-    if (state.finished() && !state.can_end) return false;
-  }
-  return state.can_end;
-}
+bool matches(const Grammar& grammar, const std::string& text) { return testing_support::grammar_matches(grammar, text); }
 
 Grammar schema_grammar(const char* schema) {
   Grammar grammar;

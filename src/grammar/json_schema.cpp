@@ -366,7 +366,7 @@ Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json
                                   const nlohmann::ordered_json& root_schema) {
   SchemaCompiler compiler(grammar, root_schema);
   Expected<int32_t> root = compiler.compile(schema, "schema");
-  if (root.ok() && grammar.elements().size() > kMaxGrammarElements)
+  if (root.ok() && grammar.oversized())
     return make_error("schema: too large a schema (its grammar passes " + std::to_string(kMaxGrammarElements) +
                       " elements)");
   return root;

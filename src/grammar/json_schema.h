@@ -24,7 +24,6 @@ namespace lockstep {
 // A part of a larger schema: its $refs resolve against `root` (a tool's parameters, say).
 [[nodiscard]] Expected<int32_t> add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema,
                                                 const nlohmann::ordered_json& root);
-inline constexpr size_t kMaxGrammarElements = size_t(1) << 20;
 
 // One UTF-8 encoded character past ASCII (2 to 4 bytes, no surrogates or overlong forms).
 int32_t add_utf8_char(Grammar& grammar);

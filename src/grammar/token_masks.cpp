@@ -92,15 +92,20 @@ int32_t TokenMasks::intern(GrammarState state) {
 }
 
 int32_t TokenMasks::next(int32_t state, uint8_t byte) {
+  if (rows_ >= kMaxTransitionRows) {  // a cache: dropping it only costs steps again
+    transitions_.clear();
+    rows_ = 0;
+  }
   if (transitions_.size() <= size_t(state)) transitions_.resize(states_.size());
   std::unique_ptr<int32_t[]>& row = transitions_[size_t(state)];
   if (!row) {
+    ++rows_;
     row = std::make_unique<int32_t[]>(256);
     std::fill(row.get(), row.get() + 256, kUnstepped);
   }
   int32_t* known = row.get() + byte;  // the row's storage stays put while transitions_ grows
   if (*known != kUnstepped) return *known;
-  GrammarState stepped = grammar_step(*grammar_, states_[size_t(state)], byte, &work_);
+  GrammarState stepped = grammar_step(*grammar_, states_[size_t(state)], byte);
   *known = stepped.finished() && !stepped.can_end ? -1 : intern(std::move(stepped));
   return *known;
 }
@@ -129,7 +134,7 @@ const std::vector<uint32_t>& TokenMasks::mask(int32_t state) {
   if (too_costly_.count(state)) return end_only_;
   if (masks_.size() >= 1024) masks_.clear();  // bounds the memory of a long, varied reply
   ++masks_computed_;
-  const int64_t work_before = work_;
+  int64_t work = 0;
   std::vector<uint32_t> bits(size_t(vocabulary_->mask_words()), 0);
   auto allow = [&](int32_t id) { bits[size_t(id) >> 5] |= uint32_t(1) << (id & 31); };
   if (can_end(state))
@@ -139,8 +144,11 @@ const std::vector<uint32_t>& TokenMasks::mask(int32_t state) {
   trie_states_.assign(1, state);
   for (size_t i = 1; i < nodes.size();) {
     const Vocabulary::Node& node = nodes[i];
-    const int32_t reached = next(trie_states_[size_t(node.depth) - 1], node.byte);
-    if (work_ - work_before > max_mask_work_) {
+    const int32_t from = trie_states_[size_t(node.depth) - 1];
+    const int32_t reached = next(from, node.byte);
+    work += 1 + int64_t(states_[size_t(from)].stacks.size()) +
+            (reached >= 0 ? int64_t(states_[size_t(reached)].stacks.size()) : 0);
+    if (work > max_mask_work_) {
       too_costly_.emplace(state, true);
       return end_only_;
     }

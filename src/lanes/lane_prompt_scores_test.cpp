@@ -13,11 +13,7 @@ namespace {
 constexpr int64_t kVocab = 97;
 
 GenerateRequest request_of(int64_t prompt_length, int64_t max_tokens, int32_t first = 1) {
-  GenerateRequest request;
-  for (int64_t i = 0; i < prompt_length; ++i) request.prompt.push_back(int32_t((first + i * 13) % kVocab));
-  request.max_tokens = max_tokens;
-  request.ignore_eos = true;
-  return request;
+  return prompt_request(kVocab, prompt_length, max_tokens, first);
 }
 
 struct Scored {

@@ -16,6 +16,17 @@ struct Outcome {
   std::optional<StreamEnd> end;
 };
 
+// A request decoding max_tokens past any end id, its prompt `length` ids: first, first + step, ...
+// modulo the vocabulary.
+inline GenerateRequest prompt_request(int64_t vocab, int64_t length, int64_t max_tokens, int32_t first = 1,
+                                      int32_t step = 13) {
+  GenerateRequest request;
+  for (int64_t i = 0; i < length; ++i) request.prompt.push_back(int32_t((first + i * step) % vocab));
+  request.max_tokens = max_tokens;
+  request.ignore_eos = true;
+  return request;
+}
+
 inline StreamHandle submit(LaneHost& host, GenerateRequest request, Outcome& outcome) {
   auto submitted = host.submit(std::move(request), {[&outcome](int32_t id) { outcome.ids.push_back(id); },
                                                     [&outcome](const StreamEnd& end) { outcome.end = end; }});

@@ -188,7 +188,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     if (choice.echo_sent || !choice.lead || client_gone) return;
     choice.echo_sent = true;
     const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
-    nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset);
+    nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset, choice.echo);
     if (!responder.write_chunk(sse(stream_chunk(header, choice.echo, false, nullptr, lp, "", "", index)))) {
       client_gone = true;
       cancel_all();
@@ -328,10 +328,9 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
         lp = chat_logprobs_json(text_, choice.logprobs);
       } else if (req.generate.top_logprobs >= 0) {
         // With echo, the prompt's tokens come first: its first without a logprob, then the rest.
-        std::vector<TokenLogprobs> listed = choice.prompt_logprobs;
-        listed.insert(listed.end(), choice.logprobs.begin(), choice.logprobs.end());
-        const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
-        lp = completion_logprobs_json(text_, lead, listed, choice.text_offset);
+        if (req.generate.prompt_logprobs >= 0)
+          lp = completion_logprobs_json(text_, choice.lead, choice.prompt_logprobs, choice.text_offset, choice.echo);
+        append_logprobs(lp, completion_logprobs_json(text_, std::nullopt, choice.logprobs, choice.text_offset));
       }
       nlohmann::json reply = reply_choice(header, int(i), choice.echo + choice.reply,
                                           req.return_token_ids ? &choice.ids : nullptr, lp, finish_reason,

@@ -1,6 +1,7 @@
 #include "server/openai_format.h"
 
 #include "lanes/lane_host.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep {
 
@@ -42,17 +43,35 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 }
 
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
-                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset) {
+                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset,
+                                        std::string_view echo) {
   if (tokens.empty() && !lead) return nullptr;
   nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  size_t echoed = 0;  // bytes of `echo` the tokens so far cover
+  // The characters token `id` takes in the reply's text.
+  auto width = [&](int32_t id) -> int64_t {
+    if (!text.has_tokenizer()) return 0;
+    const Tokenizer& tokenizer = text.tokenizer();
+    const bool special = tokenizer.is_special(id);
+    if (echo.empty()) return special ? 0 : characters(tokenizer.token_bytes(id));
+    const std::string bytes = special ? tokenizer.decode({id}, false) : tokenizer.token_bytes(id);
+    for (size_t skip = 0; skip < 2 && skip < bytes.size(); ++skip) {  // a leading space a decoder drops
+      const std::string_view found(bytes.data() + skip, bytes.size() - skip);
+      if (skip == 1 && bytes[0] != ' ') break;
+      if (echo.substr(echoed, found.size()) == found) {
+        echoed += found.size();
+        return characters(std::string(found));
+      }
+    }
+    return 0;
+  };
   auto add = [&](int32_t id, const nlohmann::json& logprob, const nlohmann::json& top) {
-    std::string piece = token_text(text, id);
-    pieces.push_back(piece);
+    pieces.push_back(token_text(text, id));
     logprobs.push_back(logprob);
     tops.push_back(top);
     offsets.push_back(offset);
-    offset += characters(piece);
+    offset += width(id);
   };
   if (lead) add(*lead, nullptr, nullptr);
   for (const TokenLogprobs& token : tokens) {
@@ -61,6 +80,16 @@ nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int
     add(token.id, token.logprob, top);
   }
   return {{"tokens", pieces}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+void append_logprobs(nlohmann::json& logprobs, const nlohmann::json& more) {
+  if (more.is_null()) return;
+  if (logprobs.is_null()) {
+    logprobs = more;
+    return;
+  }
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const auto& entry : more[key]) logprobs[key].push_back(entry);
 }
 
 nlohmann::json usage_json(size_t prompt_tokens, size_t completion_tokens, const StreamEnd& end) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lanes/request.h"
@@ -31,9 +32,15 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 // The logprobs object of a completion choice (or of one stream chunk of it): `lead`, when given,
 // is an echoed prompt's first token, listed with null logprobs (nothing precedes it), then
 // `tokens`. text_offset counts characters (code points) of the reply's text from `offset`,
-// which it advances past them. Nothing to list: null.
+// which it advances past them: a generated token by the characters it adds (a special token,
+// which the text leaves out, by none). With `echo` (the prompt's text, these its tokens from its
+// start) each token is found where the text has got to: one the text does not hold there (the
+// BOS a tokenizer adds) takes no characters. Nothing to list: null.
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
-                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset);
+                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset,
+                                        std::string_view echo = {});
+// `more`'s entries appended to `logprobs`' (both completion logprobs objects or null).
+void append_logprobs(nlohmann::json& logprobs, const nlohmann::json& more);
 
 // One stream chunk: a text delta (and the role on the first chat chunk), ids, logprobs,
 // finish reason (empty: null); a chat delta's thinking in reasoning_content when there is some.
