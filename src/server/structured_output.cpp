@@ -41,10 +41,16 @@ std::optional<RequestError> read_gbnf_grammar(const nlohmann::json& body, const 
   if (!root.ok()) return bad(root.error().message);
   grammar->set_root(*root);
   if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad("grammar: " + problem);
-  out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
-  if (!out.generate.grammar->affordable(out.generate.grammar->start())) return bad(kGrammarTooCostly);
-  out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
+  if (!constrain_by(grammar, context, out)) return bad(kGrammarTooCostly);
   return std::nullopt;
+}
+
+bool constrain_by(std::shared_ptr<const Grammar> grammar, const RequestContext& context, CompletionRequest& out) {
+  auto masks = std::make_shared<TokenMasks>(std::move(grammar), context.vocabulary);
+  if (!masks->affordable(masks->start())) return false;
+  out.generate.grammar = std::move(masks);
+  out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
+  return true;
 }
 
 int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& ids, bool chat) {
@@ -114,9 +120,7 @@ std::optional<RequestError> read_response_format(const std::string& text, const 
     grammar->set_root(*root);
   }
   if (std::string problem = grammar_problem(*grammar); !problem.empty()) return bad_format("response_format: " + problem);
-  out.generate.grammar = std::make_shared<TokenMasks>(grammar, context.vocabulary);
-  if (!out.generate.grammar->affordable(out.generate.grammar->start())) return bad_format(kGrammarTooCostly);
-  out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, out.chat);
+  if (!constrain_by(grammar, context, out)) return bad_format(kGrammarTooCostly);
   return std::nullopt;
 }
 

@@ -31,6 +31,13 @@ std::shared_ptr<const Vocabulary> model_vocabulary(const ModelInfo& info, const 
 [[nodiscard]] std::optional<RequestError> read_reasoning_budget(const nlohmann::json& body, const RequestContext& context,
                                                                CompletionRequest& out);
 
+// Constrains `out` by `grammar` (checked with grammar_problem): its masks over the model's
+// vocabulary, from the end of thinking when the prompt opened it. False, and nothing set, when
+// the first mask alone would pass kMaxMaskWork. The one step response_format, grammar and a
+// required tool call share.
+[[nodiscard]] bool constrain_by(std::shared_ptr<const Grammar> grammar, const RequestContext& context,
+                                CompletionRequest& out);
+
 // The id that closes thinking when the prompt `ids` left it open (chat), else -1: a grammar
 // applies from there.
 int32_t grammar_start_after(const ModelText& text, const std::vector<int32_t>& ids, bool chat);

@@ -82,9 +82,7 @@ std::optional<RequestError> require_tool_call(const nlohmann::json& body, const 
   if (!context.vocabulary) return bad_tools("'tool_choice' needs the model's tokenizer, and this model has none", "tool_choice");
   auto grammar = tool_call_grammar(out.tool_format, out.tools, named_choice(choice), out.parallel_tool_calls);
   if (!grammar) return bad_tools(grammar.error().message, "tools");
-  out.generate.grammar = std::make_shared<TokenMasks>(*grammar, context.vocabulary);
-  if (!out.generate.grammar->affordable(out.generate.grammar->start())) return bad_tools(kGrammarTooCostly, "tools");
-  out.generate.grammar_after = grammar_start_after(*context.text, out.generate.prompt, true);
+  if (!constrain_by(*grammar, context, out)) return bad_tools(kGrammarTooCostly, "tools");
   return std::nullopt;
 }
 

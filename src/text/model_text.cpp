@@ -49,8 +49,7 @@ Expected<std::optional<std::vector<int32_t>>> ModelText::encode_within(const std
 
 Expected<std::string> ModelText::render(const nlohmann::json& messages, const nlohmann::json& kwargs,
                                         const RenderLimits& limits) const {
-  if (!chat_) return make_error("this model folder has no chat template (tokenizer_config.json chat_template)");
-  return render_chat(*chat_, messages, kwargs, limits);
+  return render(nlohmann::ordered_json(messages), nlohmann::ordered_json(kwargs), limits);
 }
 
 Expected<std::string> ModelText::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs,
@@ -75,13 +74,5 @@ Expected<std::vector<int32_t>> ModelText::encode_chat(const nlohmann::json& mess
   return encode(*prompt, false);
 }
 
-Expected<std::optional<std::vector<int32_t>>> ModelText::encode_chat_within(const nlohmann::json& messages,
-                                                                            const nlohmann::json& kwargs,
-                                                                            const RenderLimits& limits,
-                                                                            size_t max_ids) const {
-  auto prompt = render(messages, kwargs, limits);
-  if (!prompt.ok()) return prompt.error();
-  return encode_within(*prompt, false, max_ids);
-}
 
 }  // namespace lockstep

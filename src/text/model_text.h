@@ -49,15 +49,12 @@ class ModelText {
   [[nodiscard]] Expected<std::vector<int32_t>> encode_chat(const nlohmann::json& messages,
                                                            const nlohmann::json& kwargs,
                                                            const RenderLimits& limits = {}) const;
-  // As encode_chat, within `max_ids` ids as encode_within.
-  [[nodiscard]] Expected<std::optional<std::vector<int32_t>>> encode_chat_within(const nlohmann::json& messages,
-                                                                                 const nlohmann::json& kwargs,
-                                                                                 const RenderLimits& limits,
-                                                                                 size_t max_ids) const;
-  // The same, keeping the key order of the caller's objects where the template prints them
-  // with tojson (tools, a call's arguments), as transformers does with Python dicts.
+  // render, keeping the key order of the caller's objects where the template prints them with
+  // tojson (tools, a call's arguments), as transformers does with Python dicts; the json
+  // overload (keys sorted) goes through it.
   [[nodiscard]] Expected<std::string> render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs,
                                              const RenderLimits& limits = {}) const;
+  // As encode_chat, within `max_ids` ids as encode_within.
   [[nodiscard]] Expected<std::optional<std::vector<int32_t>>> encode_chat_within(
       const nlohmann::ordered_json& messages, const nlohmann::ordered_json& kwargs, const RenderLimits& limits,
       size_t max_ids) const;
