@@ -43,14 +43,14 @@ after(() => {
 const ask = (content, extra = {}) => ({ model: 'tiny-arith', messages: [{ role: 'user', content }], ...extra });
 
 test('a chat reply, and the same reply streamed', async () => {
-  const reply = await client.chat.completions.create(ask('What is 12 * 34?'));
-  assert.equal(reply.choices[0].message.content, '408');
+  const reply = await client.chat.completions.create(ask('What is 1234 + 4321?'));
+  assert.equal(reply.choices[0].message.content, '5555');
   assert.equal(reply.choices[0].finish_reason, 'stop');
   assert.ok(reply.usage.completion_tokens > 0);
-  const stream = await client.chat.completions.create(ask('What is 12 * 34?', { stream: true }));
+  const stream = await client.chat.completions.create(ask('What is 1234 + 4321?', { stream: true }));
   let text = '';
   for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
-  assert.equal(text, '408');
+  assert.equal(text, '5555');
 });
 
 test('a seed the reply reports gives the same sampled reply again', async () => {
@@ -104,8 +104,8 @@ test('an aborted stream ends on the client, and the server serves on', async () 
     assert.ok(error instanceof OpenAI.APIUserAbortError, `${error}`);
   }
   assert.ok(chunks < 64, `the stream stopped after the abort (${chunks} chunks)`);
-  const reply = await client.chat.completions.create(ask('What is 12 * 34?'));
-  assert.equal(reply.choices[0].message.content, '408');
+  const reply = await client.chat.completions.create(ask('What is 1234 + 4321?'));
+  assert.equal(reply.choices[0].message.content, '5555');
 });
 
 test('refusals are the client\'s own error types, naming the field', async () => {
