@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 namespace lockstep {
 
@@ -19,6 +20,12 @@ void Backend::check_room(size_t bytes, const Shape& shape, double available) con
   throw OutOfMemory("the " + std::string(name()) + " backend cannot allocate " + format_bytes(double(bytes)) +
                     " for a tensor " + shape.to_string() + ": it has " + format_bytes(std::max(available, 0.0)) +
                     " left, after " + format_bytes(allocated_bytes_) + " for this model");
+}
+
+OwnedTensor Backend::alloc_quantized(const QuantLayout& layout, Shape shape) {
+  (void)shape;
+  throw std::invalid_argument("the " + std::string(name()) + " backend does not run quantized weights (" +
+                              quant_layout_name(layout) + ")");
 }
 
 OwnedTensor& OwnedTensor::operator=(OwnedTensor&& other) noexcept {

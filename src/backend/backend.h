@@ -124,6 +124,12 @@ class Backend {
   // download waits for pending ops, then copies src.bytes() to host memory. alloc throws
   // OutOfMemory, before allocating, for a tensor the backend's memory cannot hold.
   virtual OwnedTensor alloc(DType dtype, Shape shape) = 0;
+  // Whether matmul, moe_experts and their fused forms read weights of DType::quant (rows of
+  // blocks of a QuantFormat). A backend that does takes them from alloc_quantized.
+  virtual bool runs_quantized() const { return false; }
+  // A quantized weight [shape...], each row of the last dimension stored in `layout` (see
+  // Tensor::quant), uninitialised; upload copies its bytes. Only where runs_quantized().
+  virtual OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape);
   // Bytes the backend could still allocate (an estimate: for plans, before allocating).
   virtual double free_memory() = 0;
   virtual void upload(const Tensor& dst, const void* src) = 0;

@@ -20,12 +20,16 @@ struct ModelFlags {
   int threads = -1;  // -1: not given (one per core)
   int64_t context = 0;
   bool dummy_weights = false;
+  std::string quantize;              // --quantize: q8_0, q4_0, q4, fp8 (empty: as stored)
   bool tokenizer_json_only = false;  // --tokenizer-json-only, for the commands that read text
 };
 
-// Adds --model, --backend, --threads and --context to a subcommand. --model is required
+// Adds --model, --backend, --threads, --context, --dummy-weights and --quantize to a subcommand. --model is required
 // unless model_required is false.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required = true);
+
+// The layout `--quantize NAME` names (nullopt for an empty name).
+std::optional<QuantLayout> quantize_layout(const std::string& name);
 
 // The embedded model's folder (models/tiny-arith in the source tree), found next to the
 // binary's build folder or where the build was configured; empty when neither has it.

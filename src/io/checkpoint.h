@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,9 +14,17 @@
 #include "base/status.h"
 #include "io/safetensors.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
+
+// A weight its source holds quantized, as stored rows (tensor/quant_tensor.h), ready to upload.
+struct QuantizedWeight {
+  QuantLayout layout;
+  Shape shape;                  // the matrix it stands for, [rows, k]
+  std::vector<std::byte> rows;  // quant_row_total(layout, k) bytes a row
+};
 
 // Where a model family reads its weights from. Model code asks by name and expected shape.
 // The TensorInfo::data of a result stays valid as long as the source does (and, for
@@ -32,6 +42,21 @@ class WeightSource {
   // find(), then checks the dtype is f32, bf16 or f16 and the shape equals `expected`;
   // errors name the file, the tensor, and the expected and actual dtype or shape.
   [[nodiscard]] virtual Expected<TensorInfo> get(const std::string& name, const Shape& expected) const;
+
+  // nullopt when `name` of shape `expected` is stored plain (get() reads it); its stored rows
+  // when the source holds it quantized; an error naming the tensor when that fails. By default,
+  // MLX affine and FP8 parts beside it (io/quantized_weights.h).
+  [[nodiscard]] virtual Expected<std::optional<QuantizedWeight>> quantized(const std::string& name,
+                                                                          const Shape& expected) const;
+
+  // How the model stores the matmul weights it takes from here: as this source holds them
+  // (nullopt), or quantized to a layout row by row as each loads (`--quantize`; read by
+  // models/weight_upload.h). Set before the model loads.
+  void set_matmul_quantization(std::optional<QuantLayout> layout) { matmul_quantization_ = layout; }
+  const std::optional<QuantLayout>& matmul_quantization() const { return matmul_quantization_; }
+
+ private:
+  std::optional<QuantLayout> matmul_quantization_;
 };
 
 // A Hugging Face model folder: model.safetensors, or model.safetensors.index.json

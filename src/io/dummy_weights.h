@@ -24,6 +24,10 @@ class DummyWeights : public WeightSource {
   // Needs a shape: find() is an error; use get().
   [[nodiscard]] Expected<TensorInfo> find(const std::string& name) const override;
   std::vector<std::string> names() const override { return {}; }
+  // Random weights are plain f32 or bf16 (--quantize quantizes them as they load).
+  [[nodiscard]] Expected<std::optional<QuantizedWeight>> quantized(const std::string&, const Shape&) const override {
+    return std::optional<QuantizedWeight>{};
+  }
   // Makes `name` with shape `expected`. The data stays valid until the next get(); not
   // thread-safe.
   [[nodiscard]] Expected<TensorInfo> get(const std::string& name, const Shape& expected) const override;

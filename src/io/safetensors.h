@@ -36,7 +36,7 @@ class SafetensorsFile {
   // Maps `path` and validates the whole header: every entry's dtype, shape and offsets, that
   // each tensor's byte size matches its shape, and that no two tensors overlap. Fails with a
   // one-line error naming the file (and the tensor, where one is at fault); never throws.
-  // The "__metadata__" entry is skipped. Tensors whose dtype lockstep lacks (F64, U8, ...) fail.
+  // The "__metadata__" entry is skipped. Tensors whose dtype lockstep lacks (F64, F8_E5M2, ...) fail.
   [[nodiscard]] static Expected<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
 
   ~SafetensorsFile();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ struct ModelOptions {
   // Loading a checkpoint: called as the model takes each weight, with the bytes of the weights
   // taken so far and of all of them (the CLI shows a progress line on stderr).
   std::function<void(int64_t done, int64_t total)> on_progress = nullptr;
+  // Matmul weights quantized to this layout as they load (`--quantize`; nullopt: as stored).
+  std::optional<QuantLayout> quantize;
 };
 
 class Model {

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "io/dummy_weights.h"
+#include "io/gguf_model.h"
 #include "io/json_file.h"
 
 namespace lockstep {
@@ -79,17 +80,24 @@ class ProgressWeights : public WeightSource {
   std::vector<std::string> names() const override { return inner_->names(); }
   Expected<TensorInfo> find(const std::string& name) const override {
     Expected<TensorInfo> info = inner_->find(name);
-    if (info.ok()) {
-      std::lock_guard lock(mutex_);
-      if (taken_.insert(name).second) {
-        done_ += int64_t(info->bytes);
-        report_(done_, total_);
-      }
-    }
+    if (info.ok()) taken(name, info->bytes);
     return info;
+  }
+  Expected<std::optional<QuantizedWeight>> quantized(const std::string& name, const Shape& expected) const override {
+    auto stored = inner_->quantized(name, expected);
+    if (stored.ok() && *stored) taken(name, (*stored)->rows.size());
+    return stored;
   }
 
  private:
+  void taken(const std::string& name, size_t bytes) const {
+    std::lock_guard lock(mutex_);
+    if (taken_.insert(name).second) {
+      done_ += int64_t(bytes);
+      report_(done_, total_);
+    }
+  }
+
   std::unique_ptr<WeightSource> inner_;
   std::function<void(int64_t, int64_t)> report_;
   int64_t total_ = 0;
@@ -103,11 +111,24 @@ class ProgressWeights : public WeightSource {
 Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options,
                                             WeightChoice choice) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
-  auto config = read_json_file((fs::path(dir) / "config.json").string());
-  if (!config.ok()) return config.error();
+  const bool gguf = is_gguf_path(dir);
+  if (!gguf && !fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
+  Expected<nlohmann::json> config = make_error("");
   std::unique_ptr<WeightSource> weights;
-  if (choice == WeightChoice::dummy) {
+  if (gguf) {
+    // A GGUF file holds its config in its metadata (and its end ids: no generation_config).
+    auto file = GgufModel::open(dir);
+    if (!file.ok()) return file.error();
+    config = (*file)->config();
+    if (!config.ok()) return config.error();
+    if (choice == WeightChoice::checkpoint) weights = std::move(*file);
+  } else {
+    config = read_json_file((fs::path(dir) / "config.json").string());
+    if (!config.ok()) return config.error();
+  }
+  if (weights) {
+    if (options.on_progress) weights = std::make_unique<ProgressWeights>(std::move(weights), options.on_progress);
+  } else if (choice == WeightChoice::dummy) {
     weights = std::make_unique<DummyWeights>();
   } else {
     auto checkpoint = Checkpoint::open(dir);
@@ -115,6 +136,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
     weights = std::move(*checkpoint);
     if (options.on_progress) weights = std::make_unique<ProgressWeights>(std::move(weights), options.on_progress);
   }
+  weights->set_matmul_quantization(options.quantize);
   Expected<std::unique_ptr<Model>> model = make_error("");
   try {
     model = create_model(*config, *weights, backend, options);
@@ -124,6 +146,10 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
                       ". Lower --parallel or --context, or use a smaller model");
   }
   if (!model.ok()) return model.error();
+  if (gguf) {
+    if (config->contains("eos_token_id")) (*model)->set_eos_ids(read_eos_ids(*config));
+    return model;
+  }
   fs::path generation = fs::path(dir) / "generation_config.json";
   if (fs::exists(generation)) {
     auto generation_config = read_json_file(generation.string());

@@ -24,9 +24,14 @@ Expected<RopeSettings> parse_rope(const nlohmann::json& config) {
     number(*scaling, "low_freq_factor", rope.low_freq_factor);
     number(*scaling, "high_freq_factor", rope.high_freq_factor);
     number(*scaling, "original_max_position_embeddings", rope.original_max_positions);
+    if (auto it = scaling->find("divisors"); it != scaling->end() && it->is_array())
+      for (const nlohmann::json& d : *it)
+        rope.divisors.push_back(d.is_number() ? d.get<double>() : 0.0);
   }
-  if (rope.type != "default" && rope.type != "linear" && rope.type != "llama3")
+  if (rope.type != "default" && rope.type != "linear" && rope.type != "llama3" && rope.type != "frequency_divisors")
     return make_error("unsupported rope type '" + rope.type + "' (supported: default, linear, llama3)");
+  for (double d : rope.divisors)
+    if (!(d > 0)) return make_error("rope frequency divisors must be positive");
   if (!(rope.theta > 0) || !(rope.factor > 0)) return make_error("rope_theta and the rope factor must be positive");
   if (rope.type == "llama3" && !(rope.high_freq_factor > rope.low_freq_factor))
     return make_error("llama3 rope needs high_freq_factor > low_freq_factor");
@@ -39,6 +44,8 @@ std::vector<double> rope_inverse_frequencies(const RopeSettings& rope, int64_t h
   for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = 1.0 / std::pow(rope.theta, double(2 * i) / double(head_dim));
   if (rope.type == "linear") {
     for (double& f : inv) f /= rope.factor;
+  } else if (rope.type == "frequency_divisors") {
+    for (size_t i = 0; i < inv.size() && i < rope.divisors.size(); ++i) inv[i] /= rope.divisors[i];
   } else if (rope.type == "llama3") {
     // Long wavelengths are slowed by `factor`, short ones kept, and the band between blended.
     const double low_wavelen = rope.original_max_positions / rope.low_freq_factor;

@@ -10,7 +10,11 @@ namespace lockstep {
 
 struct RopeSettings {
   double theta = 10000.0;
-  std::string type = "default";  // default, linear or llama3
+  // default, linear, llama3, or frequency_divisors: each pair's frequency divided by its own
+  // divisor (a GGUF file's rope_freqs tensor, which llama.cpp's converter writes for Llama 3's
+  // scaling), head_dim / 2 of them.
+  std::string type = "default";
+  std::vector<double> divisors;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <vector>
 
+#include "io/quantized_weights.h"
+#include "tensor/quant_tensor.h"
+
 namespace lockstep {
 
 namespace {
@@ -12,9 +15,51 @@ DType target_dtype(DType stored, WeightUse use) {
   return (use != WeightUse::vector && stored == DType::bf16) ? DType::bf16 : DType::f32;
 }
 
-// A loaded tensor, prepared for the matmuls when that is its use.
-Expected<OwnedTensor> loaded(Backend& backend, OwnedTensor tensor, WeightUse use) {
-  if (use == WeightUse::matmul) backend.prepare_matmul_weight(tensor.view());
+// `tensor` (f32 or bf16, in backend memory) quantized row by row to `layout`, in new memory.
+Expected<OwnedTensor> quantized(Backend& backend, const OwnedTensor& tensor, const QuantLayout& wanted,
+                                const std::string& name) {
+  if (!backend.runs_quantized())
+    return make_error("the " + std::string(backend.name()) + " backend does not run quantized weights (" +
+                      quant_layout_name(wanted) + ") yet: load '" + name +
+                      "' without --quantize, or with --backend cpu");
+  const Tensor& view = tensor.view();
+  const int64_t rows = view.rows(), k = view.cols();
+  const std::optional<QuantLayout> fits = layout_for_rows(wanted, k);
+  if (!fits)
+    return make_error("tensor '" + name + "' has rows of " + std::to_string(k) + " values, not whole blocks of " +
+                      std::to_string(block_values(wanted)) + ": it cannot be quantized to " +
+                      quant_layout_name(wanted));
+  const QuantLayout& layout = *fits;
+  std::vector<std::byte> stored(view.bytes());
+  backend.download(stored.data(), view);
+  std::vector<float> row(static_cast<size_t>(k));
+  const size_t row_bytes = quant_row_total(layout, k);
+  std::vector<std::byte> blocks(size_t(rows) * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::byte* values = stored.data() + size_t(r * k) * dtype_size(view.dtype);
+    for (int64_t i = 0; i < k; ++i) {
+      uint16_t word;
+      if (view.dtype == DType::bf16) std::memcpy(&word, values + 2 * i, 2), row[size_t(i)] = bf16_to_f32(word);
+      else std::memcpy(&row[size_t(i)], values + 4 * i, 4);
+    }
+    Status status = quantize_stored_row(layout, row.data(), k, blocks.data() + size_t(r) * row_bytes);
+    if (!status.ok()) return make_error("quantizing '" + name + "': " + status.error().message);
+  }
+  OwnedTensor out = backend.alloc_quantized(layout, view.shape);
+  backend.upload(out, blocks.data());
+  return out;
+}
+
+// A loaded tensor `name`, quantized when it is a matmul weight and the source asks for it, then
+// prepared for the matmuls when that is its use.
+Expected<OwnedTensor> loaded(const WeightSource& weights, Backend& backend, OwnedTensor tensor, WeightUse use,
+                             const std::string& name) {
+  if (use == WeightUse::matmul && weights.matmul_quantization()) {
+    auto quant = quantized(backend, tensor, *weights.matmul_quantization(), name);
+    if (!quant.ok()) return quant.error();
+    tensor = std::move(*quant);
+  }
+  if (use == WeightUse::matmul || use == WeightUse::router) backend.prepare_matmul_weight(tensor.view());
   return tensor;
 }
 
@@ -34,15 +79,63 @@ void upload_into(Backend& backend, const TensorInfo& info, const Tensor& dst) {
   else backend.upload(dst, to_f32(info).data());
 }
 
+// A checkpoint's quantized weight in backend memory as it is stored, for `use` (a matrix or a
+// matmul's weight: never a vector).
+Expected<OwnedTensor> upload_stored(const WeightSource& weights, Backend& backend, const QuantizedWeight& stored,
+                                    WeightUse use, const std::string& name) {
+  if (use == WeightUse::vector) return make_error("tensor '" + name + "' is quantized; lockstep reads it only as f32, bf16 or f16");
+  if (!backend.runs_quantized())
+    return make_error("the " + std::string(backend.name()) + " backend does not run quantized weights (" +
+                      quant_layout_name(stored.layout) + ", tensor '" + name + "') yet: use --backend cpu");
+  OwnedTensor tensor = backend.alloc_quantized(stored.layout, stored.shape);
+  backend.upload(tensor, stored.rows.data());
+  // Already quantized: --quantize leaves it in the checkpoint's format.
+  if (use == WeightUse::matmul || use == WeightUse::router) backend.prepare_matmul_weight(tensor.view());
+  (void)weights;
+  return tensor;
+}
+
+// `name` of `shape` as plain values: weights.get(), or for a quantized weight its dequantized
+// values as f32 (kept alive in `keep`), for the loads that cut or stack weights.
+Expected<TensorInfo> plain_values(const WeightSource& weights, const std::string& name, const Shape& shape,
+                                  std::vector<float>& keep) {
+  auto stored = weights.quantized(name, shape);
+  if (!stored.ok()) return stored.error();
+  if (!*stored) return weights.get(name, shape);
+  keep = dequantized_values(**stored);
+  TensorInfo info;
+  info.name = name;
+  info.dtype = DType::f32;
+  info.shape = shape;
+  info.data = keep.data();
+  info.bytes = keep.size() * 4;
+  return info;
+}
+
 }  // namespace
+
+std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k) {
+  if (k > 0 && k % block_values(layout) == 0) return layout;
+  if (layout.format != QuantFormat::mlx_affine && layout.format != QuantFormat::fp8_e4m3) return std::nullopt;
+  for (int group : {64, 32}) {
+    if (group >= layout.group || k % group != 0) continue;
+    QuantLayout smaller = layout;
+    smaller.group = group;
+    return smaller;
+  }
+  return std::nullopt;
+}
 
 Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,
                                     const Shape& shape, WeightUse use) {
+  auto stored = weights.quantized(name, shape);
+  if (!stored.ok()) return stored.error();
+  if (*stored) return upload_stored(weights, backend, **stored, use, name);
   auto info = weights.get(name, shape);
   if (!info.ok()) return info.error();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), shape);
   upload_into(backend, *info, tensor);
-  return loaded(backend, std::move(tensor), use);
+  return loaded(weights, backend, std::move(tensor), use, name);
 }
 
 Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
@@ -50,10 +143,26 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
                                           WeightUse use) {
   Shape all = shapes.at(0);
   for (size_t i = 1; i < shapes.size(); ++i) all.dims[0] += shapes[i][0];
+  // Quantized parts of one layout stay quantized, their rows one after another; parts of mixed
+  // layouts load as their f32 values.
+  std::vector<QuantizedWeight> parts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto stored = weights.quantized(names[i], shapes[i]);
+    if (!stored.ok()) return stored.error();
+    if (*stored) parts.push_back(std::move(**stored));
+  }
+  bool one_layout = parts.size() == names.size();
+  for (const QuantizedWeight& part : parts) one_layout = one_layout && part.layout == parts[0].layout;
+  if (one_layout) {
+    QuantizedWeight joined{parts[0].layout, all, {}};
+    for (const QuantizedWeight& part : parts) joined.rows.insert(joined.rows.end(), part.rows.begin(), part.rows.end());
+    return upload_stored(weights, backend, joined, use, names[0]);
+  }
   OwnedTensor tensor;
   int64_t row = 0;
+  std::vector<float> keep;
   for (size_t i = 0; i < names.size(); ++i) {
-    auto info = weights.get(names[i], shapes[i]);
+    auto info = parts.empty() ? weights.get(names[i], shapes[i]) : plain_values(weights, names[i], shapes[i], keep);
     if (!info.ok()) return info.error();
     DType target = target_dtype(info->dtype, use);
     if (i == 0) tensor = backend.alloc(target, all);
@@ -62,12 +171,13 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
     upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
     row += shapes[i][0];
   }
-  return loaded(backend, std::move(tensor), use);
+  return loaded(weights, backend, std::move(tensor), use, names.at(0));
 }
 
 Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
                                      const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
-  auto info = weights.get(name, shape);
+  std::vector<float> keep;
+  auto info = plain_values(weights, name, shape, keep);
   if (!info.ok()) return info.error();
   const int64_t rows = shape[0], cols = shape[1];
   const size_t element = info->bytes / size_t(rows * cols);
@@ -81,7 +191,7 @@ Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backe
   columns.bytes = part.size();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), columns.shape);
   upload_into(backend, columns, tensor);
-  return loaded(backend, std::move(tensor), use);
+  return loaded(weights, backend, std::move(tensor), use, name);
 }
 
 Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,
@@ -109,7 +219,8 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
     upload_into(backend, *info, tensor.view().first_dim_slice(0, names.experts));
   } else {
     for (int64_t e = 0; e < names.experts; ++e) {
-      auto info = weights.get(names.routed.at(size_t(e)), shape);
+      std::vector<float> keep;
+      auto info = plain_values(weights, names.routed.at(size_t(e)), shape, keep);
       if (!info.ok()) return info.error();
       LOCKSTEP_TRY(check_dtype(*info, names.routed[size_t(e)]));
       upload_into(backend, *info, expert(e));
@@ -118,7 +229,8 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   // The shared expert, converted as upload_into would, then cut into pieces of `shape`.
   Shape shared_shape = shape;
   shared_shape.dims[cut] = names.shared_size;
-  auto info = weights.get(names.shared, shared_shape);
+  std::vector<float> keep_shared;
+  auto info = plain_values(weights, names.shared, shared_shape, keep_shared);
   if (!info.ok()) return info.error();
   LOCKSTEP_TRY(check_dtype(*info, names.shared));
   const DType dtype = tensor.view().dtype;
@@ -141,7 +253,7 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
     }
     backend.upload(expert(names.experts + i), piece.data());
   }
-  return loaded(backend, std::move(tensor), use);
+  return loaded(weights, backend, std::move(tensor), use, names.routed.at(0));
 }
 
 }  // namespace lockstep

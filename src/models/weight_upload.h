@@ -1,6 +1,7 @@
 // Copies checkpoint tensors into backend memory in the layout the kernels want.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,16 @@ namespace lockstep {
 enum class WeightUse {
   matrix,  // an embedding table (tied: the head's matmul reads it too): f32 and bf16 stay as
            // stored, f16 becomes f32
-  matmul,  // a weight only matmuls read: as matrix, then Backend::prepare_matmul_weight
+  matmul,  // a weight only matmuls read: as matrix (or quantized, when the source asks for
+           // it: WeightSource::matmul_quantization), then Backend::prepare_matmul_weight
+  router,  // a MoE router: as matmul, never quantized (routing stays the checkpoint's)
   vector,  // norm weights, biases: always f32
 };
+
+// The layout a matrix whose rows hold k values takes under `--quantize` to `layout`: `layout`
+// itself when k is whole blocks of it; for MLX affine and FP8, whose groups are a choice, the
+// largest group of 64 or 32 values that k is whole groups of; else nullopt (GGUF blocks are fixed).
+std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k);
 
 // Reads `name`, checks its shape, converts it for `use` and uploads it.
 [[nodiscard]] Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,

@@ -9,6 +9,10 @@ std::string_view dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::quant: return "quant";
+    case DType::u8: return "u8";
+    case DType::u32: return "u32";
+    case DType::f8_e4m3: return "f8_e4m3";
   }
   return "?";
 }
@@ -19,6 +23,9 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
   if (name == "F16") return DType::f16;
   if (name == "I32") return DType::i32;
   if (name == "I64") return DType::i64;
+  if (name == "U8") return DType::u8;
+  if (name == "U32") return DType::u32;
+  if (name == "F8_E4M3") return DType::f8_e4m3;
   return std::nullopt;
 }
 
@@ -29,6 +36,10 @@ std::string_view dtype_to_safetensors(DType t) {
     case DType::f16: return "F16";
     case DType::i32: return "I32";
     case DType::i64: return "I64";
+    case DType::quant: return "?";
+    case DType::u8: return "U8";
+    case DType::u32: return "U32";
+    case DType::f8_e4m3: return "F8_E4M3";
   }
   return "?";
 }

@@ -8,7 +8,11 @@
 
 namespace lockstep {
 
-enum class DType : uint8_t { f32, bf16, f16, i32, i64 };
+// quant: a quantized weight's rows in a block format; the Tensor's `quant` says which
+// (tensor/quant.h).
+// u8, u32 and f8_e4m3: the parts of quantized checkpoints (packed words, e4m3 bytes), which
+// only the quantized loaders read.
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, quant, u8, u32, f8_e4m3 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -17,6 +21,10 @@ constexpr size_t dtype_size(DType t) {
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::quant: return 0;  // blocks: Tensor::bytes() counts them
+    case DType::u8: return 1;
+    case DType::u32: return 4;
+    case DType::f8_e4m3: return 1;
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/quant_layout.h"
 
 namespace lockstep {
 
@@ -39,12 +40,21 @@ struct Shape {
 };
 
 struct Tensor {
+  Tensor() = default;
+  Tensor(void* data, DType dtype, Shape shape) : data(data), dtype(dtype), shape(shape) {}
+
   void* data = nullptr;
   DType dtype = DType::f32;
   Shape shape;
+  // With DType::quant: the format of each row of the last dimension, stored as its parts one
+  // after another (quant_row_bytes: the values, then the scales, then the biases), row by row.
+  QuantLayout quant;
 
   int64_t numel() const { return shape.numel(); }
-  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t bytes() const {
+    if (dtype == DType::quant) return size_t(rows()) * quant_row_total(quant, cols());
+    return size_t(numel()) * dtype_size(dtype);
+  }
   // Last dimension, and the product of the others: every op treats a tensor as rows.
   int64_t cols() const { return shape.rank ? shape[shape.rank - 1] : 1; }
   int64_t rows() const { return shape.rank ? numel() / cols() : 1; }
@@ -56,8 +66,8 @@ struct Tensor {
   // Rows [begin, begin + count) along the first dimension.
   Tensor first_dim_slice(int64_t begin, int64_t count) const {
     Tensor out = *this;
-    int64_t stride = numel() / shape[0];
-    out.data = static_cast<char*>(data) + begin * stride * int64_t(dtype_size(dtype));
+    const int64_t stride = int64_t(bytes()) / shape[0];  // bytes per first-dimension index
+    out.data = static_cast<char*>(data) + begin * stride;
     out.shape.dims[0] = count;
     return out;
   }

@@ -60,6 +60,19 @@ OwnedTensor CpuBackend::alloc(DType dtype, Shape shape) {
   Tensor view;
   view.dtype = dtype;
   view.shape = shape;
+  return allocate(view);
+}
+
+OwnedTensor CpuBackend::alloc_quantized(const QuantLayout& layout, Shape shape) {
+  Tensor view;
+  view.dtype = DType::quant;
+  view.quant = layout;
+  view.shape = shape;
+  return allocate(view);
+}
+
+OwnedTensor CpuBackend::allocate(Tensor view) {
+  const Shape& shape = view.shape;
   size_t bytes = (std::max<size_t>(view.bytes(), 1) + 63) / 64 * 64;
   // Memory is promised at malloc and taken when first written, so what is free now, less what
   // this backend already holds (perhaps not yet written), is what there is.
@@ -89,6 +102,12 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) { std::memcpy(dst.da
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cpu::MatmulArgs args{x.as<float>(), w.data, out.as<float>(), x.rows(), x.cols(), w.shape[0]};
+  if (w.dtype == DType::quant) {
+    pool_.parallel_for(args.m, cpu::kColumnGrain, [&](int64_t begin, int64_t end) {
+      cpu::matmul_quantized(matmul_.f32, args, w.quant, begin, end);
+    });
+    return;
+  }
   cpu::MatmulFn fn = w.dtype == DType::bf16 ? matmul_.bf16 : matmul_.f32;
   pool_.parallel_for(args.m, cpu::kColumnGrain, [&](int64_t begin, int64_t end) { fn(args, begin, end); });
 }

@@ -27,6 +27,8 @@ class CpuBackend final : public Backend {
   ThreadPool& pool() { return pool_; }
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
+  bool runs_quantized() const override { return true; }
+  OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override;
   double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
@@ -65,6 +67,7 @@ class CpuBackend final : public Backend {
   void release(const Tensor& tensor) override;
 
  private:
+  OwnedTensor allocate(Tensor view);  // view's data is set here
   double host_budget_ = -1;  // host memory free at the first alloc (-1: not yet read)
   ThreadPool pool_;
   cpu::MatmulKernels matmul_;

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/row_math.h"
 #include "sampling/logprobs.h"
+#include "tensor/quant_tensor.h"
 
 namespace lockstep {
 
@@ -23,7 +24,10 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
   float* o = out.as<float>();
   pool_.parallel_for(ids.numel(), kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      if (table.dtype == DType::bf16) {
+      if (table.dtype == DType::quant) {
+        const size_t row_bytes = quant_row_total(table.quant, d);
+        dequantize_stored_row(table.quant, table.as<std::byte>() + size_t(id[r]) * row_bytes, d, o + r * d);
+      } else if (table.dtype == DType::bf16) {
         const uint16_t* row = table.as<uint16_t>() + int64_t(id[r]) * d;
         for (int64_t i = 0; i < d; ++i) o[r * d + i] = bf16_to_f32(row[i]);
       } else {

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tensor/quant_tensor.h"
+
 namespace lockstep::cpu {
 
 struct MatmulArgs {
   const float* x;  // [n, k]
-  const void* w;   // [m, k], f32 or bf16 words
+  const void* w;   // [m, k], f32 or bf16 words (or rows of blocks: matmul_quantized)
   float* out;      // [n, m]
   int64_t n;
   int64_t k;
@@ -36,6 +38,12 @@ MatmulKernels matmul_kernels_avx512();
 // The widest set this CPU runs, no wider than `limit` ("generic", "avx2", "avx512"; empty:
 // no limit).
 MatmulKernels select_matmul_kernels(std::string_view limit);
+
+// Computes out columns [col_begin, col_end) for a weight stored in `layout` (Tensor::quant) with
+// the f32 kernel `f32`, giving exactly the bits `f32` gives on the dequantized weight
+// (matmul_quant.cpp).
+void matmul_quantized(MatmulFn f32, const MatmulArgs& args, const QuantLayout& layout, int64_t col_begin,
+                      int64_t col_end);
 
 // Rows of x processed together per pass over a column block: keeps the panel in L2.
 constexpr int64_t kRowPanel = 64;

@@ -140,7 +140,7 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
       break;
     case LayerKind::moe: {
       MoeWeights& moe = layer.moe;
-      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::matmul);
+      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::router);
       load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
       // Checkpoints hold one tensor per expert, or (as transformers 5 may save them) one
       // stacked tensor for all experts. The shared expert joins them as the last experts, so

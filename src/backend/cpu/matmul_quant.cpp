@@ -1,0 +1,41 @@
+// Matmul with a quantized weight: each thread dequantizes a few of the weight's rows (output
+// columns) at a time into f32 and runs the instruction set's f32 kernel on them. The f32 kernel
+// sums each output element in an order fixed by k alone, and the dequantized values are the
+// format's own (tensor/quant.h), so a row's result has exactly the bits of the f32 matmul of
+// the dequantized weight, whatever the rows and columns that come with it.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "tensor/quant_tensor.h"
+
+namespace lockstep::cpu {
+
+namespace {
+
+// Floats of dequantized weight a thread keeps at once: 256 KiB, about a core's L2 share.
+constexpr int64_t kScratchFloats = 64 * 1024;
+
+}  // namespace
+
+void matmul_quantized(MatmulFn f32, const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin,
+                      int64_t col_end) {
+  thread_local std::vector<float> scratch;
+  // Columns dequantized together: as many as fit the scratch, 4 to 16, a multiple of 4 (the
+  // kernels' column tile), so each row of x is read once per block of columns.
+  const int64_t block = std::clamp<int64_t>(kScratchFloats / std::max<int64_t>(a.k, 1) / 4 * 4, 4, 16);
+  scratch.resize(size_t(block * a.k));
+  const size_t row_bytes = quant_row_total(layout, a.k);
+  for (int64_t c0 = col_begin; c0 < col_end; c0 += block) {
+    const int64_t count = std::min(block, col_end - c0);
+    const auto* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
+    for (int64_t c = 0; c < count; ++c)
+      dequantize_stored_row(layout, rows + size_t(c) * row_bytes, a.k, scratch.data() + c * a.k);
+    // The f32 kernel over these columns alone: w is the scratch, out starts at column c0 and
+    // keeps the whole output's row stride m.
+    MatmulArgs part{a.x, scratch.data(), a.out + c0, a.n, a.k, a.m};
+    f32(part, 0, count);
+  }
+}
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,51 @@
+#include "tensor/quant_tensor.h"
+
+#include <cassert>
+
+namespace lockstep {
+
+namespace {
+
+// The parts of one stored row of `sizes`, starting at `row`.
+QuantRows parts_of(const std::byte* row, const RowBytes& sizes) {
+  const auto* at = reinterpret_cast<const uint8_t*>(row);
+  return {{at, sizes.values}, {at + sizes.values, sizes.scales}, {at + sizes.values + sizes.scales, sizes.biases}};
+}
+
+}  // namespace
+
+size_t quant_row_total(const QuantLayout& layout, int64_t n) {
+  if (n <= 0) return 0;
+  Expected<RowBytes> sizes = quant_row_bytes(layout, size_t(n));
+  return sizes.ok() ? sizes->total() : 0;
+}
+
+std::string quant_layout_name(const QuantLayout& layout) {
+  std::string name(quant_format_name(layout.format));
+  switch (layout.format) {
+    case QuantFormat::mlx_affine:
+      return name + " " + std::to_string(layout.bits) + "-bit, groups of " + std::to_string(layout.group) + ", " +
+             std::string(dtype_name(layout.scale_type)) + " scales";
+    case QuantFormat::fp8_e4m3:
+      return layout.group ? name + ", an f32 scale per " + std::to_string(layout.group) : name + ", one f32 scale";
+    default: return name;
+  }
+}
+
+void dequantize_stored_row(const QuantLayout& layout, const std::byte* row, int64_t n, float* out) {
+  Expected<RowBytes> sizes = quant_row_bytes(layout, size_t(n));
+  assert(sizes.ok());
+  [[maybe_unused]] Status status = dequantize_row(layout, parts_of(row, *sizes), {out, size_t(n)});
+  assert(status.ok());
+}
+
+Status quantize_stored_row(const QuantLayout& layout, const float* x, int64_t n, std::byte* row) {
+  Expected<RowBytes> sizes = quant_row_bytes(layout, size_t(n));
+  if (!sizes.ok()) return sizes.error();
+  auto* at = reinterpret_cast<uint8_t*>(row);
+  QuantRowsOut parts{{at, sizes->values}, {at + sizes->values, sizes->scales},
+                     {at + sizes->values + sizes->scales, sizes->biases}};
+  return quantize_rows(layout, size_t(n), {x, size_t(n)}, parts);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,212 @@
+// Checkpoints stored quantized: MLX affine (mlx-lm's weight/scales/biases) and FP8 e4m3 (block
+// scales as `weight_scale_inv`, or one `weight_scale` per tensor). Each fixture model is written
+// in the format, its matrices quantized (MLX: embeddings, LM head and routers too, as mlx-lm
+// does), and its logits must equal, bit for bit, those of the same model given the values the
+// format stands for as f32 weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "backend/cpu/cpu_backend.h"
+#include "io/checkpoint.h"
+#include "io/json_file.h"
+#include "io/safetensors_writer.h"
+#include "io/temp_dir.h"
+#include "models/registry.h"
+#include "runner/solo_run.h"
+#include "tensor/quant.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+enum class Stored { mlx4_bf16_g64, mlx8_f16_g32, fp8_blocks, fp8_tensor };
+
+struct Case {
+  std::string family;
+  Stored stored;
+  std::string label;
+};
+
+// One fixture tensor as the checkpoint stores it, and the f32 values it stands for.
+struct Written {
+  std::vector<std::vector<uint8_t>> buffers;  // kept alive for the write
+  std::vector<TensorToWrite> tensors;
+  MemoryWeights values;
+};
+
+void add_plain(Written& out, const std::string& name, const Shape& shape, std::vector<float> values) {
+  out.buffers.emplace_back(values.size() * 4);
+  std::memcpy(out.buffers.back().data(), values.data(), values.size() * 4);
+  out.tensors.push_back({name, DType::f32, shape, out.buffers.back().data()});
+  out.values.add(name, DType::f32, shape, out.buffers.back());
+}
+
+void add_part(Written& out, const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes) {
+  out.buffers.push_back(std::move(bytes));
+  out.tensors.push_back({name, dtype, shape, out.buffers.back().data()});
+}
+
+void add_values(Written& out, const std::string& name, const Shape& shape, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  out.values.add(name, DType::f32, shape, std::move(bytes));
+}
+
+// MLX affine: words [m, k * bits / 32], scales and biases [m, k / group].
+bool add_affine(Written& out, const std::string& name, const Shape& shape, const std::vector<float>& x,
+                QuantLayout layout) {
+  const int64_t m = shape[0], k = shape[1];
+  if (k % layout.group != 0) return false;
+  auto sizes = quant_row_bytes(layout, size_t(k));
+  EXPECT_TRUE(sizes.ok());
+  std::vector<uint8_t> words(size_t(m) * sizes->values), scales(size_t(m) * sizes->scales),
+      biases(size_t(m) * sizes->biases);
+  EXPECT_TRUE(quantize_rows(layout, size_t(k), x, {words, scales, biases}).ok());
+  std::vector<float> values(x.size());
+  EXPECT_TRUE(dequantize_rows(layout, size_t(k), {words, scales, biases}, values).ok());
+  const std::string base = name.substr(0, name.size() - 7);  // less ".weight"
+  add_part(out, name, DType::u32, {m, k * layout.bits / 32}, std::move(words));
+  add_part(out, base + ".scales", layout.scale_type, {m, k / layout.group}, std::move(scales));
+  add_part(out, base + ".biases", layout.scale_type, {m, k / layout.group}, std::move(biases));
+  add_values(out, name, shape, values);
+  return true;
+}
+
+// FP8 e4m3 with a scale per square block of `block` (block 0: one scale for the tensor), as
+// transformers' fine-grained FP8 makes them: scale = amax / 448, code = e4m3(x / scale). The
+// values it stands for are code * scale.
+bool add_fp8(Written& out, const std::string& name, const Shape& shape, const std::vector<float>& x, int64_t block) {
+  const int64_t m = shape[0], k = shape[1];
+  const int64_t bm = block ? block : m, bk = block ? block : k;
+  if (k % bk != 0) return false;
+  const int64_t block_rows = (m + bm - 1) / bm, block_cols = k / bk;
+  std::vector<float> scale(size_t(block_rows * block_cols));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      float& s = scale[size_t((i / bm) * block_cols + j / bk)];
+      s = std::max(s, std::fabs(x[size_t(i * k + j)]));
+    }
+  for (float& s : scale) s = s > 0 ? s / 448.0f : 1.0f;
+  std::vector<uint8_t> codes(size_t(m * k));
+  std::vector<float> values(x.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      const float s = scale[size_t((i / bm) * block_cols + j / bk)];
+      codes[size_t(i * k + j)] = f32_to_e4m3(x[size_t(i * k + j)] / s);
+      values[size_t(i * k + j)] = e4m3_to_f32(codes[size_t(i * k + j)]) * s;
+    }
+  std::vector<uint8_t> scale_bytes(scale.size() * 4);
+  std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+  add_part(out, name, DType::f8_e4m3, shape, std::move(codes));
+  if (block)
+    add_part(out, name + "_scale_inv", DType::f32, {block_rows, block_cols}, std::move(scale_bytes));
+  else
+    add_part(out, name.substr(0, name.size() - 7) + ".weight_scale", DType::f32, {1}, std::move(scale_bytes));
+  add_values(out, name, shape, values);
+  return true;
+}
+
+bool is_matrix(const std::string& name, const Shape& shape) {
+  return shape.rank == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+}
+
+// The fixture in `stored`'s format, with the values each tensor stands for.
+Written write_fixture(const std::string& family, Stored stored) {
+  auto checkpoint = Checkpoint::open(test_data(family));
+  EXPECT_TRUE(checkpoint.ok());
+  Written out;
+  int quantized = 0;
+  for (const std::string& name : (*checkpoint)->names()) {
+    TensorInfo info = *(*checkpoint)->find(name);
+    std::vector<float> x(static_cast<const float*>(info.data), static_cast<const float*>(info.data) + info.shape.numel());
+    bool done = false;
+    if (is_matrix(name, info.shape)) {
+      // FP8 checkpoints keep the embeddings as they were; mlx-lm quantizes them too.
+      const bool embedding = name.find("embed") != std::string::npos;
+      switch (stored) {
+        case Stored::mlx4_bf16_g64:
+          done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 64, 4, DType::bf16});
+          break;
+        case Stored::mlx8_f16_g32:
+          done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 32, 8, DType::f16});
+          break;
+        case Stored::fp8_blocks: done = !embedding && add_fp8(out, name, info.shape, x, 32); break;
+        case Stored::fp8_tensor: done = !embedding && add_fp8(out, name, info.shape, x, 0); break;
+      }
+    }
+    quantized += done;
+    if (!done) add_plain(out, name, info.shape, std::move(x));
+  }
+  EXPECT_GT(quantized, 4);
+  return out;
+}
+
+std::vector<float> prompt_logits(Model& model) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(int32_t((i * 53 + 7) % 500));
+  SoloRun run(model, 16);
+  auto logits = run.prompt_logits(ids);
+  EXPECT_TRUE(logits.ok()) << logits.error().message;
+  return logits.ok() ? *logits : std::vector<float>{};
+}
+
+class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
+  const Case& c = GetParam();
+  auto dir = TempDir::create("lockstep-quantized");
+  ASSERT_TRUE(dir.ok());
+  std::filesystem::copy_file(test_data(c.family) + "/config.json", dir->file("config.json"));
+  Written written = write_fixture(c.family, c.stored);
+  ASSERT_TRUE(write_safetensors(dir->file("model.safetensors"), written.tensors).ok());
+
+  CpuBackend backend(2);
+  auto config = read_json_file(dir->file("config.json"));
+  ASSERT_TRUE(config.ok());
+  auto loaded = load_model(dir->path(), backend, ModelOptions{});
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  auto plain = create_model(*config, written.values, backend, ModelOptions{});
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  const std::vector<float> got = prompt_logits(**loaded), want = prompt_logits(**plain);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
+    out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64"});
+    out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32"});
+    out.push_back({family, Stored::fp8_blocks, "fp8_blocks32"});
+    out.push_back({family, Stored::fp8_tensor, "fp8_per_tensor"});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, QuantizedCheckpoint, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.family + "_" + info.param.label;
+                         });
+
+TEST(QuantizedCheckpointErrors, PartsThatDoNotMakeALayoutAreNamed) {
+  auto dir = TempDir::create("lockstep-quantized");
+  ASSERT_TRUE(dir.ok());
+  std::filesystem::copy_file(test_data("llama") + "/config.json", dir->file("config.json"));
+  Written written = write_fixture("llama", Stored::mlx4_bf16_g64);
+  // Scales of the wrong count for the first quantized matrix: 3 groups for a row of 128.
+  for (TensorToWrite& t : written.tensors)
+    if (t.name == "model.layers.0.self_attn.o_proj.scales") t.shape = {t.shape[0] * 2 / 3, 3};
+  ASSERT_TRUE(write_safetensors(dir->file("model.safetensors"), written.tensors).ok());
+  CpuBackend backend(1);
+  auto loaded = load_model(dir->path(), backend, ModelOptions{});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error().message.find("model.layers.0.self_attn.o_proj.scales"), std::string::npos)
+      << loaded.error().message;
+}
+
+}  // namespace
+}  // namespace lockstep
