@@ -15,6 +15,7 @@
 #include "io/quantized_weights.h"
 #include "io/temp_dir.h"
 #include "models/registry.h"
+#include "run_command.h"
 #include "runner/solo_run.h"
 #include "test_support.h"
 
@@ -96,6 +97,20 @@ TEST(Gguf, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
   EXPECT_EQ((*from_gguf)->info().architecture, "Qwen3ForCausalLM");
+}
+
+TEST(Gguf, TheCliGeneratesFromAGgufFileAsFromItsFolder) {
+  auto run = [](const std::string& model, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args = {"generate", "--model", model, "--tokens", "5,17,99,3", "--max-tokens", "12"};
+    args.insert(args.end(), more.begin(), more.end());
+    auto result = run_command(lockstep_binary(), args);
+    EXPECT_TRUE(result.ok());
+    EXPECT_EQ(result->exit_code, 0) << result->err;
+    return result->out;
+  };
+  EXPECT_EQ(run(gguf("llama-00001-of-00003.gguf")), run(test_data("llama")));
+  // --quantize applies to a GGUF's float matrices as to a folder's.
+  EXPECT_EQ(run(gguf("llama-00003-of-00003.gguf"), {"--quantize", "q8_0"}), run(test_data("llama"), {"--quantize", "q8_0"}));
 }
 
 std::string copy_of(const TempDir& dir, const std::string& name) {

@@ -25,7 +25,9 @@ std::string embedded_model_dir() {
 }
 
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) {
-  auto* model = command.add_option("--model", flags.model_dir, "Hugging Face model folder (config.json, *.safetensors)");
+  auto* model = command.add_option("--model", flags.model_dir,
+                                   "a Hugging Face model folder (config.json, *.safetensors: bf16, f16, f32, MLX "
+                                   "affine or FP8), or a GGUF file (any file of a split)");
   if (model_required) model->required();
   command.add_option("--backend", flags.backend, "cpu or cuda (cuda: built with nvcc, on an NVIDIA GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

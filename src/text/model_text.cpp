@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "io/gguf_model.h"
 #include "io/json_file.h"
 
 namespace lockstep {
@@ -16,6 +17,7 @@ Error no_tokenizer() {
 
 Expected<ModelText> ModelText::load(const std::string& dir, ModelTextOptions options) {
   namespace fs = std::filesystem;
+  if (is_gguf_path(dir)) return load_gguf(dir, options);
   ModelText text;
   if (options.tokenizer && fs::exists(fs::path(dir) / "tokenizer.json")) {
     auto loaded = Tokenizer::load_folder(dir, options.tokenizer_json_only);

@@ -23,7 +23,9 @@ struct ModelTextOptions {
 class ModelText {
  public:
   // Loads what the folder has; a file that exists but fails to load is an error. The tokenizer
-  // is the one transformers' AutoTokenizer builds from the folder (Tokenizer::load_folder).
+  // is the one transformers' AutoTokenizer builds from the folder (Tokenizer::load_folder). A
+  // GGUF file (`dir` ending in .gguf) gives its tokenizer and template from its metadata
+  // (text/gguf_text.cpp).
   [[nodiscard]] static Expected<ModelText> load(const std::string& dir, ModelTextOptions options = {});
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
@@ -60,6 +62,8 @@ class ModelText {
       size_t max_ids) const;
 
  private:
+  [[nodiscard]] static Expected<ModelText> load_gguf(const std::string& path, ModelTextOptions options);
+
   std::shared_ptr<Tokenizer> tokenizer_;
   std::optional<ChatSettings> chat_;
 };

@@ -1,0 +1,161 @@
+// The text side of GGUF files: a GGUF holding the tokenizer and chat template of Llama 3.1 or
+// Qwen3 the way llama.cpp's converter writes them (tokenizer.ggml.*, tokenizer.chat_template)
+// gives exactly the Hugging Face encodings and chat prompts of those models (the references in
+// tests/data/tokenizers, made with tokenizers and transformers).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "io/json_file.h"
+#include "io/temp_dir.h"
+#include "text/model_text.h"
+#include "tokenizer/tokenizer_test_support.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+// A GGUF file of metadata alone (version 3, no tensors), as gguf-py's writer lays it out.
+class MetadataWriter {
+ public:
+  void string(const std::string& key, const std::string& value) { entry(key, 8), text(value); }
+  void u32(const std::string& key, uint32_t value) { entry(key, 4), raw(value); }
+  void boolean(const std::string& key, bool value) { entry(key, 7), raw(uint8_t(value)); }
+  void strings(const std::string& key, const std::vector<std::string>& values) {
+    entry(key, 9), raw(uint32_t(8)), raw(uint64_t(values.size()));
+    for (const std::string& value : values) text(value);
+  }
+  void i32s(const std::string& key, const std::vector<int32_t>& values) {
+    entry(key, 9), raw(uint32_t(5)), raw(uint64_t(values.size()));
+    for (int32_t value : values) raw(value);
+  }
+  void write(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary);
+    const uint32_t magic = 0x46554747, version = 3;
+    const uint64_t tensors = 0;
+    out.write(reinterpret_cast<const char*>(&magic), 4);
+    out.write(reinterpret_cast<const char*>(&version), 4);
+    out.write(reinterpret_cast<const char*>(&tensors), 8);
+    out.write(reinterpret_cast<const char*>(&keys_), 8);
+    out << body_;
+  }
+
+ private:
+  template <class T>
+  void raw(T value) {
+    body_.append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+  void text(const std::string& value) {
+    raw(uint64_t(value.size()));
+    body_ += value;
+  }
+  void entry(const std::string& key, uint32_t type) {
+    ++keys_;
+    text(key);
+    raw(type);
+  }
+  std::string body_;
+  uint64_t keys_ = 0;
+};
+
+// The GGUF that llama.cpp's converter makes of a Hugging Face tokenizer folder: every token by
+// id, added special tokens as CONTROL (3), other added ones USER_DEFINED (4), the rest NORMAL
+// (1); merges as "left right"; the pre-tokenizer named; the end and begin ids; the template.
+void write_gguf(const std::string& dir, const std::string& pre, bool add_bos, const std::string& path) {
+  json tokenizer = *read_json_file(dir + "/tokenizer.json");
+  json config = *read_json_file(dir + "/tokenizer_config.json");
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto put = [&](size_t id, const std::string& token, int32_t type) {
+    if (tokens.size() <= id) tokens.resize(id + 1), types.resize(id + 1, 1);
+    tokens[id] = token;
+    types[id] = type;
+  };
+  for (const auto& [token, id] : tokenizer["model"]["vocab"].items()) put(id.get<size_t>(), token, 1);
+  for (const json& added : tokenizer["added_tokens"])
+    put(added["id"].get<size_t>(), added["content"], added["special"].get<bool>() ? 3 : 4);
+  std::vector<std::string> merges;
+  for (const json& merge : tokenizer["model"]["merges"])
+    merges.push_back(merge.is_string() ? merge.get<std::string>() : merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+  auto id_of = [&](const json& token) -> uint32_t {
+    const std::string name = token.is_object() ? token["content"].get<std::string>() : token.get<std::string>();
+    for (size_t id = 0; id < tokens.size(); ++id)
+      if (tokens[id] == name) return uint32_t(id);
+    ADD_FAILURE() << "no token " << name;
+    return 0;
+  };
+  MetadataWriter out;
+  out.string("general.architecture", pre == "qwen2" ? "qwen3" : "llama");
+  out.string("tokenizer.ggml.model", "gpt2");
+  out.string("tokenizer.ggml.pre", pre);
+  out.strings("tokenizer.ggml.tokens", tokens);
+  out.i32s("tokenizer.ggml.token_type", types);
+  out.strings("tokenizer.ggml.merges", merges);
+  out.u32("tokenizer.ggml.eos_token_id", id_of(config["eos_token"]));
+  if (config.contains("bos_token") && !config["bos_token"].is_null()) out.u32("tokenizer.ggml.bos_token_id", id_of(config["bos_token"]));
+  out.boolean("tokenizer.ggml.add_bos_token", add_bos);
+  out.string("tokenizer.chat_template", config["chat_template"]);
+  out.write(path);
+}
+
+struct Case {
+  std::string name;  // the fetched tokenizer (third_party/tokenizers)
+  std::string pre;   // llama.cpp's name of its pre-tokenizer
+  bool add_bos;
+};
+
+class GgufText : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufText, EncodingsAndChatPromptsEqualHuggingFace) {
+  const Case& c = GetParam();
+  const std::string dir = testing_support::real_tokenizer_dir(c.name);
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "run scripts/fetch-tokenizers";
+  auto temp = TempDir::create("lockstep-gguf-text");
+  ASSERT_TRUE(temp.ok());
+  const std::string path = temp->file("model.gguf");
+  write_gguf(dir, c.pre, c.add_bos, path);
+  auto text = ModelText::load(path);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  ASSERT_TRUE(text->has_tokenizer() && text->has_chat_template());
+  json encodings = *read_json_file(testing_support::tokenizer_fixture_path(c.name, "encodings.json"));
+  ASSERT_GT(encodings["cases"].size(), 0u);
+  for (const json& test_case : encodings["cases"]) {
+    const std::string input = test_case["text"];
+    EXPECT_EQ(*text->encode(input, false), test_case["ids"].get<std::vector<int32_t>>()) << input;
+    EXPECT_EQ(text->tokenizer().decode(test_case["ids"].get<std::vector<int32_t>>()), test_case["decoded"].get<std::string>());
+  }
+  json chats = *read_json_file(testing_support::tokenizer_fixture_path(c.name, "chat.json"));
+  for (const json& test_case : chats["cases"]) {
+    auto rendered = text->render(test_case["messages"], test_case["kwargs"]);
+    ASSERT_TRUE(rendered.ok()) << rendered.error().message;
+    EXPECT_EQ(*rendered, test_case["prompt"].get<std::string>());
+    EXPECT_EQ(*text->encode_chat(test_case["messages"], test_case["kwargs"]), test_case["ids"].get<std::vector<int32_t>>());
+  }
+  // The folder's own tokenizer agrees on what add_special_tokens adds (Llama 3's BOS).
+  auto folder = ModelText::load(dir);
+  ASSERT_TRUE(folder.ok());
+  EXPECT_EQ(*text->encode("Hello there", true), *folder->encode("Hello there", true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufText,
+                         ::testing::Values(Case{"llama3_1", "llama-bpe", true}, Case{"qwen3", "qwen2", false}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(GgufTextErrors, ATokenizerLockstepDoesNotReadIsNamed) {
+  auto temp = TempDir::create("lockstep-gguf-text");
+  ASSERT_TRUE(temp.ok());
+  MetadataWriter out;
+  out.string("general.architecture", "llama");
+  out.string("tokenizer.ggml.model", "llama");  // SentencePiece
+  out.strings("tokenizer.ggml.tokens", {"a", "b"});
+  out.write(temp->file("sp.gguf"));
+  auto text = ModelText::load(temp->file("sp.gguf"));
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("tokenizer.ggml.model 'llama' is not one lockstep reads"), std::string::npos)
+      << text.error().message;
+}
+
+}  // namespace
+}  // namespace lockstep
