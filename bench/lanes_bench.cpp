@@ -4,6 +4,13 @@
 //
 //   lanes_bench [--model DIR] [--checkpoint] [--levels 1,2,4,8,24] [--tokens N] [--long-prompt N]
 //               [--chunk N] [--threads N] [--quick] [--schema JSON|default] [--tokenizer DIR]
+//               [--quantize q8_0|q4_0|q4|fp8] [--bound]
+//
+// --quantize quantizes the matrices as they load (as lockstep serve --quantize does). --bound
+// measures the read bandwidth and counts the weight bytes one stream's round reads, and prints
+// each level's bound (streams x bandwidth / those bytes: every weight read once a round, exact
+// for a dense model; a MoE model's wider rounds pick more experts, so there only one stream's
+// bound holds) and the share of it reached. --long-prompt 0 skips the long-prompt gap.
 //
 // --checkpoint loads the folder's own weights instead of random ones. --schema (a folder with a
 // tokenizer) runs each level again with every stream constrained by that JSON schema (its own
@@ -26,7 +33,10 @@
 #include "text/model_text.h"
 #include "models/registry.h"
 #include "runner/model_runner.h"
+#include "bandwidth.h"
+#include "runner/solo_run.h"
 #include "timing.h"
+#include "weight_bytes.h"
 
 using namespace lockstep;
 using bench::Clock;
@@ -43,6 +53,8 @@ struct Args {
   bool checkpoint = false;
   std::string schema;     // empty: no constrained run
   std::string tokenizer;  // the folder whose tokenizer spells the vocabulary (empty: the model's)
+  std::string quantize;   // empty: the weights as they are
+  bool bound = false;
 };
 
 const char* const kDefaultSchema =
@@ -140,6 +152,18 @@ double grammar_seconds_per_token(const std::shared_ptr<Grammar>& grammar,
   return tokens > 0 ? bench::seconds_between(start, Clock::now()) / double(tokens) : 0.0;
 }
 
+// The weight bytes one decode round of one stream reads, counted by `counter` (the backend the
+// model runs on) over the second token of a short generation: its first round.
+double decode_round_bytes(Model& model, bench::WeightBytes& counter, int64_t chunk) {
+  SoloRun run(model, chunk);
+  GenerateRequest request{prompt_of(16, 0, model.info().vocab_size), 2, {}, true};
+  int tokens = 0;
+  counter.bytes = 0;
+  (void)run.generate(request, [&](int32_t) { counter.counting = ++tokens == 1; });
+  counter.counting = false;
+  return counter.bytes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,6 +179,8 @@ int main(int argc, char** argv) {
     else if (flag == "--checkpoint") args.checkpoint = true;
     else if (flag == "--schema") args.schema = value();
     else if (flag == "--tokenizer") args.tokenizer = value();
+    else if (flag == "--quantize") args.quantize = value();
+    else if (flag == "--bound") args.bound = true;
     else if (flag == "--quick") args.levels = {1, 2, 4}, args.tokens = 8, args.long_prompt = 512;
     else if (flag == "--levels") {
       args.levels.clear();
@@ -169,21 +195,37 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  CpuBackend backend(args.threads);
+  CpuBackend cpu(args.threads);
+  bench::WeightBytes backend(cpu);  // counts the bytes a round reads, for --bound
   int max_streams = *std::max_element(args.levels.begin(), args.levels.end());
   ModelOptions options;
   options.max_rows = std::max<int64_t>(args.chunk, max_streams);
   options.max_context = std::max<int64_t>(args.long_prompt + args.tokens + 64, 256);
   options.kv_pages = int32_t((max_streams + 2) * ((options.max_context + 15) / 16));
   options.state_slots = max_streams + 2;
+  if (!args.quantize.empty()) {
+    options.quantize = quant_layout_named(args.quantize);
+    if (!options.quantize) {
+      std::fprintf(stderr, "lanes_bench: --quantize %s: not q8_0, q4_0, q4 or fp8\n", args.quantize.c_str());
+      return 2;
+    }
+  }
   auto model = load_model(args.model, backend, options, args.checkpoint ? WeightChoice::checkpoint : WeightChoice::dummy);
   if (!model.ok()) {
     std::fprintf(stderr, "lanes_bench: %s\n", model.error().message.c_str());
     return 1;
   }
-  std::printf("model %s (%s weights), cpu %s, %d threads, chunk %lld\n", args.model.c_str(),
-              args.checkpoint ? "its own" : "dummy", backend.isa(),
-              backend.pool().size(), (long long)args.chunk);
+  std::printf("model %s (%s weights%s%s), cpu %s, %d threads, chunk %lld\n", args.model.c_str(),
+              args.checkpoint ? "its own" : "dummy", args.quantize.empty() ? "" : ", quantized ",
+              args.quantize.c_str(), cpu.isa(), cpu.pool().size(), (long long)args.chunk);
+  double bandwidth = 0, round_bytes = 0;
+  if (args.bound) {
+    bench::ReadBandwidth read = bench::measure_read_bandwidth(cpu.pool(), size_t(1) << 30, 5);
+    bandwidth = read.best_gb_per_s * 1e9;
+    round_bytes = decode_round_bytes(**model, backend, args.chunk);
+    std::printf("read bandwidth %.1f GB/s (best of 5 passes over 1 GiB); one stream's round reads %.1f MB of weights\n",
+                read.best_gb_per_s, round_bytes / 1e6);
+  }
   std::shared_ptr<Grammar> grammar;
   std::shared_ptr<const Vocabulary> vocabulary;
   if (!args.schema.empty()) {
@@ -203,13 +245,18 @@ int main(int argc, char** argv) {
     }
     grammar->set_root(*root);
   }
-  std::printf("\n%8s %14s %12s %10s%s\n", "streams", "decode tok/s", "per stream", "vs 1",
+  std::printf("\n%8s %14s %12s %10s%s%s\n", "streams", "decode tok/s", "per stream", "vs 1",
+              args.bound ? "    bound tok/s   of bound" : "",
               grammar ? "   constrained tok/s   constrained / plain   grammar work a token   share of decode" : "");
   double one = 0;
   for (int streams : args.levels) {
     double rate = decode_rate(**model, args, streams);
     if (streams == args.levels.front()) one = rate / streams;
     std::printf("%8d %14.2f %12.2f %9.2fx", streams, rate, rate / streams, rate / one / args.levels.front());
+    if (args.bound) {
+      const double bound = streams * bandwidth / round_bytes;
+      std::printf(" %14.2f %9.1f%%", bound, 100.0 * rate / bound);
+    }
     if (grammar) {
       std::vector<std::vector<int32_t>> written;
       double constrained = decode_rate(**model, args, streams, grammar, vocabulary, &written);
@@ -221,6 +268,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
+  if (args.long_prompt <= 0) return 0;
   // The gap: stream 0 decodes; stream 1 sends a long prompt.
   ModelRunner runner(**model);
   LaneHost host(runner, {args.chunk, 2, 2});

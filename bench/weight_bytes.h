@@ -29,6 +29,10 @@ class WeightBytes final : public Backend {
 
   std::string_view name() const override { return inner_.name(); }
   OwnedTensor alloc(DType dtype, Shape shape) override { return inner_.alloc(dtype, shape); }
+  bool runs_quantized() const override { return inner_.runs_quantized(); }
+  OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override {
+    return inner_.alloc_quantized(layout, shape);
+  }
   double free_memory() override { return inner_.free_memory(); }
   void upload(const Tensor& dst, const void* src) override { inner_.upload(dst, src); }
   void download(void* dst, const Tensor& src) override { inner_.download(dst, src); }
@@ -36,7 +40,7 @@ class WeightBytes final : public Backend {
   void synchronize() override { inner_.synchronize(); }
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {
-    if (counting) bytes += double(ids.numel()) * double(table.cols()) * double(dtype_size(table.dtype));
+    if (counting) bytes += double(ids.numel()) * double(table.bytes()) / double(table.rows());
     timed("embed", [&] { inner_.embed(table, ids, out); });
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override {

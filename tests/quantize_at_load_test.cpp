@@ -24,19 +24,12 @@ struct Case {
   std::string format;  // as --quantize names it
 };
 
-QuantLayout layout_named(const std::string& name) {
-  if (name == "q8_0") return QuantLayout{QuantFormat::q8_0};
-  if (name == "q4_0") return QuantLayout{QuantFormat::q4_0};
-  if (name == "q4") return QuantLayout{QuantFormat::mlx_affine, 64, 4, DType::bf16};
-  return QuantLayout{QuantFormat::fp8_e4m3, 128, 0, DType::f32};
-}
+QuantLayout layout_named(const std::string& name) { return *quant_layout_named(name); }
 
-// Whether --quantize reaches tensor `name` of shape `shape`: the matrices matmuls read, that is
-// every 2-D weight but the embedding table and the MoE routers.
+// Whether --quantize reaches tensor `name` of shape `shape`: the embedding tables and the
+// matrices matmuls read, that is every 2-D weight but the MoE routers.
 bool quantized_at_load(const std::string& name, const Shape& shape) {
-  if (shape.rank != 2) return false;
-  if (name.find("embed") != std::string::npos) return false;
-  return name.find("mixer.gate.weight") == std::string::npos;
+  return shape.rank == 2 && name.find("mixer.gate.weight") == std::string::npos;
 }
 
 // The fixture's weights as f32, each matrix --quantize reaches replaced, row by row, by the

@@ -39,19 +39,11 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
   command.add_flag("--dummy-weights", flags.dummy_weights,
                    "random weights from config.json alone (fixed seed), for benchmarking without a checkpoint");
   command.add_option("--quantize", flags.quantize,
-                     "quantize the matmul weights as they load (not embeddings, norms or MoE routers): q8_0 and "
+                     "quantize the weight matrices as they load (embeddings too; not norms or MoE routers): q8_0 and "
                      "q4_0 (GGUF's blocks of 32), q4 (MLX affine 4-bit, bf16 scale and bias per 64 values), fp8 "
                      "(e4m3, an f32 scale per 128 values); q4 and fp8 take groups of 64 or 32 for a matrix whose "
                      "rows are not whole groups; cpu backend only for now")
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4", "fp8"}));
-}
-
-std::optional<QuantLayout> quantize_layout(const std::string& name) {
-  if (name == "q8_0") return QuantLayout{QuantFormat::q8_0};
-  if (name == "q4_0") return QuantLayout{QuantFormat::q4_0};
-  if (name == "q4") return QuantLayout{QuantFormat::mlx_affine, 64, 4, DType::bf16};
-  if (name == "fp8") return QuantLayout{QuantFormat::fp8_e4m3, 128, 0, DType::f32};
-  return std::nullopt;
 }
 
 Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
@@ -62,7 +54,7 @@ Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
   if (!backend.ok()) return backend.error();
   loaded.backend = std::move(*backend);
   options.max_context = flags.context;
-  options.quantize = quantize_layout(flags.quantize);
+  options.quantize = quant_layout_named(flags.quantize);
   if (!flags.dummy_weights && !options.on_progress) {
     auto progress = std::make_shared<LoadProgress>(isatty(STDERR_FILENO) != 0);
     options.on_progress = [progress](int64_t done, int64_t total) { progress->update(done, total); };

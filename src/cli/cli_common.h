@@ -28,9 +28,6 @@ struct ModelFlags {
 // unless model_required is false.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required = true);
 
-// The layout `--quantize NAME` names (nullopt for an empty name).
-std::optional<QuantLayout> quantize_layout(const std::string& name);
-
 // The embedded model's folder (models/tiny-arith in the source tree), found next to the
 // binary's build folder or where the build was configured; empty when neither has it.
 std::string embedded_model_dir();

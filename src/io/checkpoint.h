@@ -49,7 +49,8 @@ class WeightSource {
   [[nodiscard]] virtual Expected<std::optional<QuantizedWeight>> quantized(const std::string& name,
                                                                           const Shape& expected) const;
 
-  // How the model stores the matmul weights it takes from here: as this source holds them
+  // How the model stores the matrices it takes from here (embeddings and matmul weights, not
+  // norms or MoE routers): as this source holds them
   // (nullopt), or quantized to a layout row by row as each loads (`--quantize`; read by
   // models/weight_upload.h). Set before the model loads.
   void set_matmul_quantization(std::optional<QuantLayout> layout) { matmul_quantization_ = layout; }

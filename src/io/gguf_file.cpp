@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "base/utf8.h"
+
 namespace lockstep {
 
 namespace {
@@ -86,6 +88,8 @@ bool read_value(Reader& in, uint32_t type, int depth, nlohmann::json& out, std::
     case string: {
       std::string text;
       if (!in.read_string(text)) return false;
+      // GGUF strings are UTF-8 (JSON, which holds them here, takes nothing else).
+      if (!utf8_is_valid(text)) return fault = "a string that is not UTF-8", false;
       out = std::move(text);
       return true;
     }
@@ -171,6 +175,7 @@ Status GgufFile::parse() {
     std::string key, fault;
     uint32_t type;
     if (!in.read_string(key) || !in.read(type)) return make_error("metadata key " + std::to_string(i) + " ends early");
+    if (!utf8_is_valid(key)) return make_error("metadata key " + std::to_string(i) + " is not UTF-8");
     nlohmann::json value;
     if (!read_value(in, type, 0, value, fault))
       return make_error("metadata '" + key + "': " + (fault.empty() ? "ends early" : fault));
@@ -182,6 +187,7 @@ Status GgufFile::parse() {
     uint32_t n_dims = 0;
     if (!in.read_string(tensor.name) || !in.read(n_dims))
       return make_error("tensor entry " + std::to_string(i) + " ends early");
+    if (!utf8_is_valid(tensor.name)) return make_error("tensor entry " + std::to_string(i) + " has a name that is not UTF-8");
     if (n_dims == 0 || n_dims > kMaxDims)
       return make_error("tensor '" + tensor.name + "' has " + std::to_string(n_dims) + " dimensions");
     int64_t count = 1;
@@ -212,7 +218,7 @@ Status GgufFile::parse() {
     const nlohmann::json& value = metadata_["general.alignment"];
     if (!value.is_number_unsigned() || value.get<uint64_t>() == 0 || value.get<uint64_t>() > (1u << 20) ||
         (value.get<uint64_t>() & (value.get<uint64_t>() - 1)) != 0)
-      return make_error("general.alignment " + value.dump() + " is not a power of two up to 2^20");
+      return make_error("general.alignment is not a power of two up to 2^20");
     alignment = value.get<uint64_t>();
   }
   const uint64_t start = (in.at() + alignment - 1) / alignment * alignment;

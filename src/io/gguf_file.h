@@ -41,6 +41,8 @@ class GgufFile {
   // Every metadata key, with its value as JSON (integers, floats, bools, strings, arrays).
   const nlohmann::json& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  // The whole file as mapped (the tensors' data points into it).
+  const MappedFile& mapped() const { return *file_; }
 
  private:
   explicit GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}

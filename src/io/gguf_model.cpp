@@ -121,6 +121,12 @@ const GgufTensor* GgufModel::tensor_for(const std::string& name) const {
   return it == by_hf_name_.end() ? nullptr : it->second;
 }
 
+std::optional<Shape> GgufModel::shape(const std::string& name) const {
+  const GgufTensor* tensor = tensor_for(name);
+  if (!tensor) return std::nullopt;
+  return hf_shape(*tensor);
+}
+
 bool GgufModel::has(const std::string& name) const { return tensor_for(name) != nullptr; }
 
 std::vector<std::string> GgufModel::names() const {
@@ -179,6 +185,9 @@ Expected<std::optional<QuantizedWeight>> GgufModel::quantized(const std::string&
   if (!tensor || plain_dtype(tensor->type)) return std::optional<QuantizedWeight>{};
   std::optional<QuantFormat> format = ggml_quant_format(tensor->type);
   if (!format) return unsupported_type(files_.front()->path(), *tensor);
+  if (tensor->dims.size() != 2)
+    return make_error(files_.front()->path() + ": tensor '" + tensor->name + "' is " + ggml_type_name(tensor->type) +
+                      " with " + std::to_string(tensor->dims.size()) + " dimensions; lockstep reads quantized matrices");
   const Shape shape = hf_shape(*tensor);
   if (!(shape == expected))
     return make_error(files_.front()->path() + ": tensor '" + tensor->name + "' has shape " + shape.to_string() +

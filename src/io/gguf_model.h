@@ -28,6 +28,9 @@ class GgufModel : public WeightSource {
   // The config.json of the model (architectures, sizes, rope, end ids), from the metadata.
   [[nodiscard]] Expected<nlohmann::json> config() const;
 
+  // The shape of the tensor a Hugging Face name stands for ([rows, k] for a matrix).
+  std::optional<Shape> shape(const std::string& name) const;
+
   bool has(const std::string& name) const override;
   [[nodiscard]] Expected<TensorInfo> find(const std::string& name) const override;
   std::vector<std::string> names() const override;

@@ -50,11 +50,12 @@ Expected<OwnedTensor> quantized(Backend& backend, const OwnedTensor& tensor, con
   return out;
 }
 
-// A loaded tensor `name`, quantized when it is a matmul weight and the source asks for it, then
-// prepared for the matmuls when that is its use.
+// A loaded tensor `name`, quantized when it is a matrix (an embedding table or a matmul's weight,
+// not a router) and the source asks for it, then prepared for the matmuls when that is its use.
 Expected<OwnedTensor> loaded(const WeightSource& weights, Backend& backend, OwnedTensor tensor, WeightUse use,
                              const std::string& name) {
-  if (use == WeightUse::matmul && weights.matmul_quantization()) {
+  const bool matrix = use == WeightUse::matmul || use == WeightUse::matrix;
+  if (matrix && weights.matmul_quantization()) {
     auto quant = quantized(backend, tensor, *weights.matmul_quantization(), name);
     if (!quant.ok()) return quant.error();
     tensor = std::move(*quant);

@@ -11,7 +11,8 @@
 namespace lockstep {
 
 enum class WeightUse {
-  matrix,  // an embedding table (tied: the head's matmul reads it too): f32 and bf16 stay as
+  matrix,  // an embedding table (tied: the head's matmul reads it too; quantized as matmul is):
+           // f32 and bf16 stay as
            // stored, f16 becomes f32
   matmul,  // a weight only matmuls read: as matrix (or quantized, when the source asks for
            // it: WeightSource::matmul_quantization), then Backend::prepare_matmul_weight

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,11 @@ struct QuantLayout {
     return format == other.format && group == other.group && bits == other.bits && scale_type == other.scale_type;
   }
 };
+
+// The layouts `--quantize NAME` names: q8_0, q4_0 (GGUF's blocks of 32), q4 (MLX affine 4-bit,
+// a bf16 scale and bias per 64 values), fp8 (e4m3, an f32 scale per 128 values); nullopt for
+// any other name. (quant_tensor.cpp)
+std::optional<QuantLayout> quant_layout_named(std::string_view name);
 
 // Bytes of one row of n values as a Tensor of DType::quant stores it: its parts (quant.h's
 // RowBytes) one after another. 0 for a layout or length quant.h refuses. (quant_tensor.cpp)

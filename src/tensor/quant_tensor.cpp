@@ -14,6 +14,14 @@ QuantRows parts_of(const std::byte* row, const RowBytes& sizes) {
 
 }  // namespace
 
+std::optional<QuantLayout> quant_layout_named(std::string_view name) {
+  if (name == "q8_0") return QuantLayout{QuantFormat::q8_0};
+  if (name == "q4_0") return QuantLayout{QuantFormat::q4_0};
+  if (name == "q4") return QuantLayout{QuantFormat::mlx_affine, 64, 4, DType::bf16};
+  if (name == "fp8") return QuantLayout{QuantFormat::fp8_e4m3, 128, 0, DType::f32};
+  return std::nullopt;
+}
+
 size_t quant_row_total(const QuantLayout& layout, int64_t n) {
   if (n <= 0) return 0;
   Expected<RowBytes> sizes = quant_row_bytes(layout, size_t(n));

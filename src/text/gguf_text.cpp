@@ -51,8 +51,9 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
   const nlohmann::json& tokens = meta.value("tokenizer.ggml.tokens", nlohmann::json::array());
   const nlohmann::json& types = meta.value("tokenizer.ggml.token_type", nlohmann::json::array());
   const nlohmann::json& merges = meta.value("tokenizer.ggml.merges", nlohmann::json::array());
-  if (!tokens.is_array() || tokens.empty() || (!types.empty() && types.size() != tokens.size()))
+  if (!tokens.is_array() || tokens.empty() || !types.is_array() || (!types.empty() && types.size() != tokens.size()))
     return gguf_error(path, "tokenizer.ggml.tokens and token_type do not list the same tokens");
+  if (!merges.is_array()) return gguf_error(path, "tokenizer.ggml.merges is not a list");
   nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
     if (!tokens[id].is_string()) return gguf_error(path, "token " + std::to_string(id) + " is not a string");
@@ -76,7 +77,8 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
                              byte_level()}}};
   json["decoder"] = byte_level();
   json["post_processor"] = nullptr;
-  const bool add_bos = meta.value("tokenizer.ggml.add_bos_token", false);
+  auto add_bos_key = meta.find("tokenizer.ggml.add_bos_token");
+  const bool add_bos = add_bos_key != meta.end() && add_bos_key->is_boolean() && add_bos_key->get<bool>();
   if (add_bos) {
     auto bos = meta.find("tokenizer.ggml.bos_token_id");
     if (bos == meta.end() || !bos->is_number_integer() || bos->get<int64_t>() < 0 ||

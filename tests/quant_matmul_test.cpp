@@ -1,0 +1,119 @@
+// The CPU's quantized matmul, each format on each kernel set: a row's result is bit for bit the
+// f32 matmul of that row alone with the weight's dequantized values, at any number of rows in
+// the pass (the exactness contract, for quantized weights).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "tensor/quant_tensor.h"
+#include "test_support.h"
+
+namespace lockstep {
+namespace {
+
+struct Format {
+  std::string name;
+  QuantLayout layout;
+};
+
+// A weight of `rows` rows of k values in `layout`: quantized from random values where the format
+// has a quantizer, else random blocks whose f16 scales are kept finite and small.
+std::vector<std::byte> random_weight(const QuantLayout& layout, int64_t rows, int64_t k, std::mt19937& rng) {
+  const size_t row_bytes = quant_row_total(layout, k);
+  std::vector<std::byte> out(size_t(rows) * row_bytes);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> values(static_cast<size_t>(k));
+  const bool k_quant = layout.format == QuantFormat::q4_k || layout.format == QuantFormat::q5_k ||
+                       layout.format == QuantFormat::q6_k;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::byte* row = out.data() + size_t(r) * row_bytes;
+    if (!k_quant) {
+      for (float& v : values) v = normal(rng);
+      EXPECT_TRUE(quantize_stored_row(layout, values.data(), k, row).ok());
+      continue;
+    }
+    for (size_t i = 0; i < row_bytes; ++i) row[i] = std::byte(rng() & 0xff);
+    const int block = layout.format == QuantFormat::q4_k ? 144 : layout.format == QuantFormat::q5_k ? 176 : 210;
+    for (size_t b = 0; b < row_bytes; b += size_t(block)) {
+      const uint16_t small = uint16_t(0x2000 + (rng() & 0x3ff));  // about 0.008: finite f16
+      if (layout.format == QuantFormat::q6_k) {
+        std::memcpy(row + b + 208, &small, 2);
+      } else {
+        std::memcpy(row + b, &small, 2);
+        std::memcpy(row + b + 2, &small, 2);
+      }
+    }
+  }
+  return out;
+}
+
+class QuantMatmul : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  const std::vector<Format> formats = {
+      {"q8_0", {QuantFormat::q8_0}},
+      {"q4_0", {QuantFormat::q4_0}},
+      {"q4_k", {QuantFormat::q4_k}},
+      {"q5_k", {QuantFormat::q5_k}},
+      {"q6_k", {QuantFormat::q6_k}},
+      {"affine 4-bit g64 bf16", {QuantFormat::mlx_affine, 64, 4, DType::bf16}},
+      {"affine 8-bit g32 f16", {QuantFormat::mlx_affine, 32, 8, DType::f16}},
+      {"affine 2-bit g128 bf16", {QuantFormat::mlx_affine, 128, 2, DType::bf16}},
+      {"fp8 g128", {QuantFormat::fp8_e4m3, 128, 0, DType::f32}},
+  };
+  const int64_t m = 37, k = 512;
+  std::mt19937 rng(7);
+  for (const Format& format : formats) {
+    SCOPED_TRACE(format.name);
+    const std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
+    OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
+    backend->upload(wq, stored.data());
+    // The f32 weight of the same values.
+    std::vector<float> values(size_t(m * k));
+    for (int64_t r = 0; r < m; ++r)
+      dequantize_stored_row(format.layout, stored.data() + size_t(r) * quant_row_total(format.layout, k), k,
+                            values.data() + r * k);
+    OwnedTensor wf = backend->alloc(DType::f32, {m, k});
+    backend->upload(wf, values.data());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t n : {1, 2, 3, 5, 16, 17, 64, 65, 300}) {
+      std::vector<float> x(size_t(n * k));
+      for (float& v : x) v = normal(rng);
+      OwnedTensor xs = backend->alloc(DType::f32, {n, k});
+      backend->upload(xs, x.data());
+      OwnedTensor out = backend->alloc(DType::f32, {n, m});
+      backend->matmul(xs, wq, out);
+      std::vector<float> got(size_t(n * m));
+      backend->download(got.data(), out);
+      // Each row alone, through the f32 weight.
+      OwnedTensor one = backend->alloc(DType::f32, {1, m});
+      std::vector<float> want(static_cast<size_t>(m));
+      for (int64_t r = 0; r < n; r += std::max<int64_t>(1, n / 7)) {
+        backend->matmul(xs.view().first_dim_slice(r, 1), wf, one);
+        backend->download(want.data(), one);
+        ASSERT_EQ(std::memcmp(got.data() + r * m, want.data(), size_t(m) * 4), 0) << "row " << r << " of " << n;
+      }
+    }
+  }
+}
+
+// Every CPU kernel set this machine runs (the CUDA backend refuses quantized weights for now).
+std::vector<std::string> cpu_backends() {
+  std::vector<std::string> names = test_backend_names();
+  std::erase(names, "cuda");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, QuantMatmul, ::testing::ValuesIn(cpu_backends()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace lockstep
