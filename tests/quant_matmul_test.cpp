@@ -64,10 +64,13 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
       {"affine 2-bit g128 bf16", {QuantFormat::mlx_affine, 128, 2, DType::bf16}},
       {"fp8 g128", {QuantFormat::fp8_e4m3, 128, 0, DType::f32}},
   };
-  const int64_t m = 37, k = 512;
+  const int64_t m = 37;
   std::mt19937 rng(7);
+  // k = 8448 makes the scratch path dequantize 4 columns at a time, k = 512 16 of them; passes
+  // of up to 8 rows take the AVX-512 set's fused kernel where it has one.
+  for (int64_t k : {512, 8448})
   for (const Format& format : formats) {
-    SCOPED_TRACE(format.name);
+    SCOPED_TRACE(format.name + ", k " + std::to_string(k));
     const std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
     OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
     backend->upload(wq, stored.data());
@@ -79,7 +82,7 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
     OwnedTensor wf = backend->alloc(DType::f32, {m, k});
     backend->upload(wf, values.data());
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (int64_t n : {1, 2, 3, 5, 16, 17, 64, 65, 300}) {
+    for (int64_t n : k > 4096 ? std::vector<int64_t>{1, 4, 8, 9, 33} : std::vector<int64_t>{1, 2, 3, 5, 8, 16, 17, 64, 65, 300}) {
       std::vector<float> x(size_t(n * k));
       for (float& v : x) v = normal(rng);
       OwnedTensor xs = backend->alloc(DType::f32, {n, k});

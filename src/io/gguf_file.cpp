@@ -10,6 +10,11 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF", little end first
 constexpr int kMaxArrayDepth = 4;
+// A tensor's name is at most this long (llama.cpp allows 63 bytes).
+constexpr size_t kMaxNameBytes = 256;
+// Metadata values held at most, arrays' elements counted: a tokenizer's tokens, merges and types
+// come to a few million at the most, and each value costs tens of bytes in memory.
+constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 24;
 constexpr uint32_t kMaxDims = 4;
 
 enum ValueType : uint32_t {
@@ -65,8 +70,10 @@ bool read_number(Reader& in, nlohmann::json& out) {
   return true;
 }
 
-// One value of `type`; false with `fault` set when it cannot be read.
-bool read_value(Reader& in, uint32_t type, int depth, nlohmann::json& out, std::string& fault) {
+// One value of `type`; false with `fault` set when it cannot be read. `values` counts the values
+// read so far, against kMaxMetadataValues.
+bool read_value(Reader& in, uint32_t type, int depth, nlohmann::json& out, std::string& fault, uint64_t& values) {
+  if (++values > kMaxMetadataValues) return fault = "more metadata values than lockstep holds (2^24)", false;
   switch (type) {
     case u8: return read_number<uint8_t>(in, out);
     case i8: return read_number<int8_t>(in, out);
@@ -101,10 +108,11 @@ bool read_value(Reader& in, uint32_t type, int depth, nlohmann::json& out, std::
       const size_t least = least_bytes(item_type);
       if (least == 0) return fault = "an array of unknown value type " + std::to_string(item_type), false;
       if (count > in.left() / least) return fault = "an array of " + std::to_string(count) + " values past the end", false;
+      if (count > kMaxMetadataValues - values) return fault = "more metadata values than lockstep holds (2^24)", false;
       out = nlohmann::json::array();
       for (uint64_t i = 0; i < count; ++i) {
         nlohmann::json item;
-        if (!read_value(in, item_type, depth + 1, item, fault)) return false;
+        if (!read_value(in, item_type, depth + 1, item, fault, values)) return false;
         out.push_back(std::move(item));
       }
       return true;
@@ -171,14 +179,16 @@ Status GgufFile::parse() {
   if (key_count > in.left() / 12 || tensor_count > in.left() / 28)
     return make_error(std::to_string(key_count) + " keys and " + std::to_string(tensor_count) +
                       " tensors cannot fit in the file");
+  uint64_t values = 0;
   for (uint64_t i = 0; i < key_count; ++i) {
     std::string key, fault;
     uint32_t type;
     if (!in.read_string(key) || !in.read(type)) return make_error("metadata key " + std::to_string(i) + " ends early");
     if (!utf8_is_valid(key)) return make_error("metadata key " + std::to_string(i) + " is not UTF-8");
     nlohmann::json value;
-    if (!read_value(in, type, 0, value, fault))
+    if (!read_value(in, type, 0, value, fault, values))
       return make_error("metadata '" + key + "': " + (fault.empty() ? "ends early" : fault));
+    if (metadata_.contains(key)) return make_error("metadata '" + key + "' appears twice");
     metadata_[key] = std::move(value);
   }
   std::vector<uint64_t> offsets;
@@ -188,6 +198,9 @@ Status GgufFile::parse() {
     if (!in.read_string(tensor.name) || !in.read(n_dims))
       return make_error("tensor entry " + std::to_string(i) + " ends early");
     if (!utf8_is_valid(tensor.name)) return make_error("tensor entry " + std::to_string(i) + " has a name that is not UTF-8");
+    if (tensor.name.size() > kMaxNameBytes)
+      return make_error("tensor entry " + std::to_string(i) + " has a name of " + std::to_string(tensor.name.size()) +
+                        " bytes (at most " + std::to_string(kMaxNameBytes) + ")");
     if (n_dims == 0 || n_dims > kMaxDims)
       return make_error("tensor '" + tensor.name + "' has " + std::to_string(n_dims) + " dimensions");
     int64_t count = 1;
@@ -226,6 +239,9 @@ Status GgufFile::parse() {
   const uint64_t data_size = file_->size() > start ? file_->size() - start : 0;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     GgufTensor& tensor = tensors_[i];
+    if (offsets[i] % alignment != 0)
+      return make_error("tensor '" + tensor.name + "' at offset " + std::to_string(offsets[i]) + " is not aligned to " +
+                        std::to_string(alignment) + " bytes");
     if (offsets[i] > data_size || tensor.bytes > data_size - offsets[i])
       return make_error("tensor '" + tensor.name + "' at offset " + std::to_string(offsets[i]) + " runs past the end");
     tensor.data = file_->data() + start + offsets[i];

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 namespace lockstep {
 
@@ -21,17 +20,34 @@ const std::map<std::string, std::string>& block_names() {
   return names;
 }
 
-// The Hugging Face name of a GGUF tensor of a Llama-family model; empty for one no model reads.
+// The Hugging Face name of a GGUF tensor of a Llama-family model; empty for one no model reads
+// (biases among them: the Llama and Qwen3 configs lockstep makes have none).
 std::string hf_name(const std::string& gguf) {
   if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
   if (gguf == "output_norm.weight") return "model.norm.weight";
   if (gguf == "output.weight") return "lm_head.weight";
-  static const std::regex block(R"(blk\.(\d+)\.(\w+)\.(weight|bias))");
-  std::smatch m;
-  if (!std::regex_match(gguf, m, block)) return "";
-  auto it = block_names().find(m[2]);
+  // blk.<layer>.<name>.weight
+  const std::string prefix = "blk.", suffix = ".weight";
+  if (gguf.size() <= prefix.size() + suffix.size() || gguf.compare(0, prefix.size(), prefix) != 0 ||
+      gguf.compare(gguf.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  const std::string middle = gguf.substr(prefix.size(), gguf.size() - prefix.size() - suffix.size());
+  const size_t dot = middle.find('.');
+  if (dot == 0 || dot == std::string::npos || dot > 6) return "";
+  const std::string layer = middle.substr(0, dot);
+  if (layer.find_first_not_of("0123456789") != std::string::npos) return "";
+  auto it = block_names().find(middle.substr(dot + 1));
   if (it == block_names().end()) return "";
-  return "model.layers." + m[1].str() + "." + it->second + "." + m[3].str();
+  return "model.layers." + layer + "." + it->second + ".weight";
+}
+
+// The CONTROL tokens llama.cpp also ends generation at, beside the eos/eot/eom ids it names.
+bool ends_generation(const std::string& token) {
+  static const char* const ends[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|endoftext|>",
+                                     "<|im_end|>", "<|end|>",    "<end_of_turn>",   "</s>"};
+  for (const char* end : ends)
+    if (token == end) return true;
+  return false;
 }
 
 Shape hf_shape(const GgufTensor& tensor) {
@@ -75,18 +91,23 @@ bool is_gguf_path(const std::string& path) {
 Expected<std::unique_ptr<GgufModel>> GgufModel::open(const std::string& path) {
   std::unique_ptr<GgufModel> model(new GgufModel());
   // A split: NAME-00002-of-00003.gguf; any of its files opens all of them, the first first.
-  static const std::regex split(R"((.*)-(\d{5})-of-(\d{5})\.gguf)");
-  std::smatch m;
   std::vector<std::string> paths = {path};
-  if (std::regex_match(path, m, split)) {
-    const int count = std::stoi(m[3]);
-    if (count < 1 || std::stoi(m[2]) < 1 || std::stoi(m[2]) > count)
-      return make_error(path + ": the name says part " + m[2].str() + " of " + m[3].str());
-    paths.clear();
-    for (int i = 1; i <= count; ++i) {
-      char part[32];
-      std::snprintf(part, sizeof(part), "-%05d-of-%05d.gguf", i, count);
-      paths.push_back(m[1].str() + part);
+  const std::string tail = "-00000-of-00000.gguf";
+  auto digits = [](const std::string& text) { return text.find_first_not_of("0123456789") == std::string::npos; };
+  if (path.size() > tail.size()) {
+    const std::string end = path.substr(path.size() - tail.size());
+    const std::string part = end.substr(1, 5), of = end.substr(10, 5);
+    if (end[0] == '-' && end.compare(6, 4, "-of-") == 0 && digits(part) && digits(of)) {
+      const int count = std::stoi(of), index = std::stoi(part);
+      if (count < 1 || index < 1 || index > count)
+        return make_error(path + ": the name says part " + part + " of " + of);
+      paths.clear();
+      const std::string stem = path.substr(0, path.size() - tail.size());
+      for (int i = 1; i <= count; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof(name), "-%05d-of-%05d.gguf", i, count);
+        paths.push_back(stem + name);
+      }
     }
   }
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -109,10 +130,25 @@ Expected<std::unique_ptr<GgufModel>> GgufModel::open(const std::string& path) {
   for (const auto& file : model->files_)
     for (const GgufTensor& tensor : file->tensors()) {
       const std::string name = hf_name(tensor.name);
-      if (name.empty()) continue;
+      if (name.empty()) {
+        if (tensor.name == "rope_freqs.weight") continue;  // read by config()
+        return make_error(file->path() + ": tensor '" + tensor.name + "' is not one lockstep reads in a " +
+                          model->architecture_ + " model");
+      }
       if (!model->by_hf_name_.emplace(name, &tensor).second)
         return make_error(file->path() + ": tensor '" + tensor.name + "' appears twice");
     }
+  // Llama's q and k rows are un-interleaved per head: each must hold whole heads of an even size.
+  if (model->architecture_ == "llama") {
+    for (const char* projection : {"q_proj", "k_proj"})
+      for (const auto& [name, tensor] : model->by_hf_name_) {
+        if (name.find(projection) == std::string::npos || tensor->dims.size() != 2) continue;
+        const int64_t heads = model->heads_of(name);
+        if (heads <= 0 || tensor->dims[1] % heads != 0 || (tensor->dims[1] / heads) % 2 != 0)
+          return make_error(path + ": tensor '" + tensor->name + "' of " + std::to_string(tensor->dims[1]) +
+                            " rows is not whole heads of an even size for " + std::to_string(heads) + " heads");
+      }
+  }
   return model;
 }
 
@@ -140,10 +176,8 @@ const std::vector<std::byte>& GgufModel::unpermuted(const std::string& name, con
   std::lock_guard lock(mutex_);
   auto it = unpermuted_.find(name);
   if (it != unpermuted_.end()) return it->second;
-  const bool is_k = name.find("k_proj") != std::string::npos;
-  const std::string heads_key = architecture_ + (is_k ? ".attention.head_count_kv" : ".attention.head_count");
   const int64_t rows = tensor.dims[1];
-  const int64_t heads = std::max<int64_t>(1, integer(metadata(), heads_key).value_or(1));
+  const int64_t heads = heads_of(name);  // open() checked it divides the rows into even heads
   const int64_t d = rows / heads, half = d / 2;
   std::vector<std::byte> out(size_t(rows) * row_bytes);
   // llama.cpp's converter moved Hugging Face's row h*d + j*half + i to h*d + 2*i + j.
@@ -153,6 +187,12 @@ const std::vector<std::byte>& GgufModel::unpermuted(const std::string& name, con
         std::memcpy(out.data() + size_t(h * d + j * half + i) * row_bytes,
                     tensor.data + size_t(h * d + 2 * i + j) * row_bytes, row_bytes);
   return unpermuted_.emplace(name, std::move(out)).first->second;
+}
+
+int64_t GgufModel::heads_of(const std::string& name) const {
+  const int64_t heads = integer(metadata(), architecture_ + ".attention.head_count").value_or(0);
+  if (name.find("k_proj") == std::string::npos) return heads;
+  return integer(metadata(), architecture_ + ".attention.head_count_kv").value_or(heads);
 }
 
 Expected<TensorInfo> GgufModel::find(const std::string& name) const {
@@ -259,10 +299,22 @@ Expected<nlohmann::json> GgufModel::config() const {
       }
       config["rope_scaling"] = {{"rope_type", "frequency_divisors"}, {"divisors", divisors}};
     }
-  // End ids: the end of text, and the end of a turn or message where the file names them.
+  // End ids: those the file names (end of text, of a turn, of a message), and the CONTROL tokens
+  // llama.cpp also ends at (Llama 3.1's <|eom_id|> and <|end_of_text|>, Qwen's <|endoftext|>),
+  // which the Hugging Face folder lists in its generation_config.
   nlohmann::json ends = nlohmann::json::array();
+  auto add_end = [&](int64_t id) {
+    if (std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(id);
+  };
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (auto id = integer(meta, key); id && std::find(ends.begin(), ends.end(), *id) == ends.end()) ends.push_back(*id);
+    if (auto id = integer(meta, key); id && *id >= 0) add_end(*id);
+  auto tokens = meta.find("tokenizer.ggml.tokens");
+  auto types = meta.find("tokenizer.ggml.token_type");
+  if (tokens != meta.end() && types != meta.end() && tokens->is_array() && types->is_array() &&
+      tokens->size() == types->size())
+    for (size_t id = 0; id < tokens->size(); ++id)
+      if ((*types)[id] == 3 && (*tokens)[id].is_string() && ends_generation((*tokens)[id].get<std::string>()))
+        add_end(int64_t(id));
   if (!ends.empty()) config["eos_token_id"] = ends;
   if (auto bos = integer(meta, "tokenizer.ggml.bos_token_id")) config["bos_token_id"] = *bos;
   return config;

@@ -39,6 +39,8 @@ class GgufModel : public WeightSource {
 
  private:
   GgufModel() = default;
+  // How many heads the rows of a Llama q or k projection `name` hold.
+  int64_t heads_of(const std::string& name) const;
   // The tensor a Hugging Face name stands for, or null.
   const GgufTensor* tensor_for(const std::string& name) const;
   // The rows of a Llama q or k projection in Hugging Face's order (copied once, then kept).

@@ -29,7 +29,10 @@ Expected<RopeSettings> parse_rope(const nlohmann::json& config) {
         rope.divisors.push_back(d.is_number() ? d.get<double>() : 0.0);
   }
   if (rope.type != "default" && rope.type != "linear" && rope.type != "llama3" && rope.type != "frequency_divisors")
-    return make_error("unsupported rope type '" + rope.type + "' (supported: default, linear, llama3)");
+    return make_error("unsupported rope type '" + rope.type + "' (supported: default, linear, llama3, and " +
+                      "frequency_divisors from a GGUF file's rope_freqs)");
+  if (rope.type == "frequency_divisors" && rope.divisors.empty())
+    return make_error("rope type frequency_divisors needs its divisors");
   for (double d : rope.divisors)
     if (!(d > 0)) return make_error("rope frequency divisors must be positive");
   if (!(rope.theta > 0) || !(rope.factor > 0)) return make_error("rope_theta and the rope factor must be positive");

@@ -113,6 +113,10 @@ Expected<TensorInfo> plain_values(const WeightSource& weights, const std::string
   return info;
 }
 
+// The use a weight made of a checkpoint's dequantized values loads under: as `use`, but never
+// quantized again by --quantize (its values are already those of a format).
+WeightUse kept_as_is(WeightUse use) { return use == WeightUse::matmul ? WeightUse::router : use; }
+
 }  // namespace
 
 std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k) {
@@ -172,7 +176,7 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
     upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
     row += shapes[i][0];
   }
-  return loaded(weights, backend, std::move(tensor), use, names.at(0));
+  return loaded(weights, backend, std::move(tensor), parts.empty() ? use : kept_as_is(use), names.at(0));
 }
 
 Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
@@ -192,11 +196,12 @@ Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backe
   columns.bytes = part.size();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), columns.shape);
   upload_into(backend, columns, tensor);
-  return loaded(weights, backend, std::move(tensor), use, name);
+  return loaded(weights, backend, std::move(tensor), keep.empty() ? use : kept_as_is(use), name);
 }
 
 Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,
                                      const Shape& shape, int cut, WeightUse use) {
+  bool dequantized = false;  // some expert came quantized: its f32 values are kept as they are
   const int64_t extra = shared_expert_count(names.shared_size, shape[cut]);
   Shape all;
   all.rank = shape.rank + 1;
@@ -222,6 +227,7 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
     for (int64_t e = 0; e < names.experts; ++e) {
       std::vector<float> keep;
       auto info = plain_values(weights, names.routed.at(size_t(e)), shape, keep);
+      dequantized = dequantized || !keep.empty();
       if (!info.ok()) return info.error();
       LOCKSTEP_TRY(check_dtype(*info, names.routed[size_t(e)]));
       upload_into(backend, *info, expert(e));
@@ -232,6 +238,7 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   shared_shape.dims[cut] = names.shared_size;
   std::vector<float> keep_shared;
   auto info = plain_values(weights, names.shared, shared_shape, keep_shared);
+  dequantized = dequantized || !keep_shared.empty();
   if (!info.ok()) return info.error();
   LOCKSTEP_TRY(check_dtype(*info, names.shared));
   const DType dtype = tensor.view().dtype;
@@ -254,7 +261,7 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
     }
     backend.upload(expert(names.experts + i), piece.data());
   }
-  return loaded(weights, backend, std::move(tensor), use, names.routed.at(0));
+  return loaded(weights, backend, std::move(tensor), dequantized ? kept_as_is(use) : use, names.routed.at(0));
 }
 
 }  // namespace lockstep

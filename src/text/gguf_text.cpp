@@ -48,16 +48,22 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
   const std::string pre_name = text("tokenizer.ggml.pre");
   std::optional<PreTokenizer> pre = pre_tokenizer(pre_name);
   if (!pre) return gguf_error(path, "tokenizer.ggml.pre '" + pre_name + "' is not one lockstep reads (llama-bpe, qwen2)");
-  const nlohmann::json& tokens = meta.value("tokenizer.ggml.tokens", nlohmann::json::array());
-  const nlohmann::json& types = meta.value("tokenizer.ggml.token_type", nlohmann::json::array());
-  const nlohmann::json& merges = meta.value("tokenizer.ggml.merges", nlohmann::json::array());
-  if (!tokens.is_array() || tokens.empty() || !types.is_array() || (!types.empty() && types.size() != tokens.size()))
-    return gguf_error(path, "tokenizer.ggml.tokens and token_type do not list the same tokens");
+  static const nlohmann::json none = nlohmann::json::array();
+  auto list = [&](const char* key) -> const nlohmann::json& {
+    auto it = meta.find(key);
+    return it == meta.end() ? none : *it;
+  };
+  const nlohmann::json& tokens = list("tokenizer.ggml.tokens");
+  const nlohmann::json& types = list("tokenizer.ggml.token_type");
+  const nlohmann::json& merges = list("tokenizer.ggml.merges");
+  if (!tokens.is_array() || tokens.empty() || !types.is_array() || types.size() != tokens.size())
+    return gguf_error(path, "tokenizer.ggml.tokens and tokenizer.ggml.token_type do not list the same tokens");
   if (!merges.is_array()) return gguf_error(path, "tokenizer.ggml.merges is not a list");
   nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
   for (size_t id = 0; id < tokens.size(); ++id) {
     if (!tokens[id].is_string()) return gguf_error(path, "token " + std::to_string(id) + " is not a string");
-    const int type = types.empty() || !types[id].is_number_integer() ? 1 : types[id].get<int>();
+    if (!types[id].is_number_integer()) return gguf_error(path, "token_type " + std::to_string(id) + " is not an integer");
+    const int type = types[id].get<int>();
     const std::string& token = tokens[id].get_ref<const std::string&>();
     if (type == kControl || type == kUserDefined) {
       added.push_back({{"id", id}, {"content", token}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
@@ -77,8 +83,20 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
                              byte_level()}}};
   json["decoder"] = byte_level();
   json["post_processor"] = nullptr;
-  auto add_bos_key = meta.find("tokenizer.ggml.add_bos_token");
-  const bool add_bos = add_bos_key != meta.end() && add_bos_key->is_boolean() && add_bos_key->get<bool>();
+  auto flag = [&](const char* key) -> Expected<bool> {
+    auto it = meta.find(key);
+    if (it == meta.end()) return false;
+    if (!it->is_boolean()) return gguf_error(path, std::string(key) + " is not a bool");
+    return it->get<bool>();
+  };
+  for (const char* key : {"tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_sep_token"}) {
+    auto value = flag(key);
+    if (!value.ok()) return value.error();
+    if (*value) return gguf_error(path, std::string(key) + " is true: lockstep's GGUF tokenizers add only a BOS");
+  }
+  auto add_bos_value = flag("tokenizer.ggml.add_bos_token");
+  if (!add_bos_value.ok()) return add_bos_value.error();
+  const bool add_bos = *add_bos_value;
   if (add_bos) {
     auto bos = meta.find("tokenizer.ggml.bos_token_id");
     if (bos == meta.end() || !bos->is_number_integer() || bos->get<int64_t>() < 0 ||
@@ -103,7 +121,9 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
 // The token string of the id the metadata gives under `key`; empty when there is none.
 std::string token_named(const nlohmann::json& meta, const char* key) {
   auto id = meta.find(key);
-  const nlohmann::json& tokens = meta.value("tokenizer.ggml.tokens", nlohmann::json::array());
+  auto found = meta.find("tokenizer.ggml.tokens");
+  if (found == meta.end() || !found->is_array()) return "";
+  const nlohmann::json& tokens = *found;
   if (id == meta.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<size_t>() >= tokens.size() ||
       !tokens[id->get<size_t>()].is_string())
     return "";

@@ -41,6 +41,14 @@ Expected<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& tokenize
   }
 }
 
+Expected<std::unique_ptr<Tokenizer>> Tokenizer::from_json(const nlohmann::json& json, const std::string& label) {
+  try {
+    return build(json, label);
+  } catch (const nlohmann::json::exception& error) {  // a field of a type no check expected
+    return Error{label + ": " + error.what()};
+  }
+}
+
 Expected<std::unique_ptr<Tokenizer>> Tokenizer::load_folder(const std::string& dir,
                                                             bool tokenizer_json_only) {
   namespace fs = std::filesystem;

@@ -41,9 +41,7 @@ class Tokenizer {
   // Builds from a tokenizer.json already parsed (one made from a GGUF file's metadata, say);
   // `label` names it in errors.
   [[nodiscard]] static Expected<std::unique_ptr<Tokenizer>> from_json(const nlohmann::json& json,
-                                                                      const std::string& label) {
-    return build(json, label);
-  }
+                                                                      const std::string& label);
 
   // The ids of `text`, as Hugging Face's encode(text, add_special_tokens).input_ids.
   // add_special_tokens applies the post-processor (Llama 3's and Gemma's BOS). Text that is not

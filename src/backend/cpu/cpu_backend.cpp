@@ -104,7 +104,7 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cpu::MatmulArgs args{x.as<float>(), w.data, out.as<float>(), x.rows(), x.cols(), w.shape[0]};
   if (w.dtype == DType::quant) {
     pool_.parallel_for(args.m, cpu::kColumnGrain, [&](int64_t begin, int64_t end) {
-      cpu::matmul_quantized(matmul_.f32, args, w.quant, begin, end);
+      cpu::matmul_quantized(matmul_, args, w.quant, begin, end);
     });
     return;
   }

@@ -25,25 +25,33 @@ struct MatmulArgs {
 // Computes out columns [col_begin, col_end) for every row.
 using MatmulFn = void (*)(const MatmulArgs& args, int64_t col_begin, int64_t col_end);
 
+// Computes out columns [col_begin, col_end) straight from a weight stored in `layout`, with
+// exactly the bits of the set's f32 kernel on the dequantized weight; false (writing nothing)
+// for a layout or pass it does not take.
+using QuantMatmulFn = bool (*)(const MatmulArgs& args, const QuantLayout& layout, int64_t col_begin, int64_t col_end);
+
 struct MatmulKernels {
   const char* isa;
   MatmulFn f32;
   MatmulFn bf16;
+  QuantMatmulFn quant = nullptr;  // null: every quantized matmul dequantizes into scratch
 };
 
 MatmulKernels matmul_kernels_generic();
 MatmulKernels matmul_kernels_avx2();
 MatmulKernels matmul_kernels_avx512();
+QuantMatmulFn quant_matmul_avx512();  // matmul_quant_avx512.cpp
 
 // The widest set this CPU runs, no wider than `limit` ("generic", "avx2", "avx512"; empty:
 // no limit).
 MatmulKernels select_matmul_kernels(std::string_view limit);
 
-// Computes out columns [col_begin, col_end) for a weight stored in `layout` (Tensor::quant) with
-// the f32 kernel `f32`, giving exactly the bits `f32` gives on the dequantized weight
-// (matmul_quant.cpp).
-void matmul_quantized(MatmulFn f32, const MatmulArgs& args, const QuantLayout& layout, int64_t col_begin,
-                      int64_t col_end);
+// Computes out columns [col_begin, col_end) for a weight stored in `layout` (Tensor::quant):
+// the set's quant kernel where it takes the pass, else its f32 kernel over a few dequantized
+// weight rows at a time; either way exactly the bits the f32 kernel gives on the dequantized
+// weight (matmul_quant.cpp).
+void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& args, const QuantLayout& layout,
+                      int64_t col_begin, int64_t col_end);
 
 // Rows of x processed together per pass over a column block: keeps the panel in L2.
 constexpr int64_t kRowPanel = 64;

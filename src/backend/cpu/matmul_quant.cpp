@@ -1,5 +1,6 @@
-// Matmul with a quantized weight: each thread dequantizes a few of the weight's rows (output
-// columns) at a time into f32 and runs the instruction set's f32 kernel on them. The f32 kernel
+// Matmul with a quantized weight: the kernel set's fused kernel where it takes the pass (AVX-512,
+// up to 8 rows: matmul_quant_avx512.cpp); else each thread dequantizes a few of the weight's rows
+// (output columns) at a time into f32 and runs the instruction set's f32 kernel on them. The f32 kernel
 // sums each output element in an order fixed by k alone, and the dequantized values are the
 // format's own (tensor/quant.h), so a row's result has exactly the bits of the f32 matmul of
 // the dequantized weight, whatever the rows and columns that come with it.
@@ -18,8 +19,10 @@ constexpr int64_t kScratchFloats = 64 * 1024;
 
 }  // namespace
 
-void matmul_quantized(MatmulFn f32, const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin,
-                      int64_t col_end) {
+void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const QuantLayout& layout,
+                      int64_t col_begin, int64_t col_end) {
+  if (kernels.quant && kernels.quant(a, layout, col_begin, col_end)) return;
+  const MatmulFn f32 = kernels.f32;
   thread_local std::vector<float> scratch;
   // Columns dequantized together: as many as fit the scratch, 4 to 16, a multiple of 4 (the
   // kernels' column tile), so each row of x is read once per block of columns.

@@ -58,6 +58,9 @@ Expected<LlamaConfig> parse_llama_config(const nlohmann::json& json) {
   auto rope = parse_rope(json);
   if (!rope.ok()) return rope.error();
   c.rope = *rope;
+  if (c.rope.type == "frequency_divisors" && int64_t(c.rope.divisors.size()) != c.head_dim / 2)
+    return make_error("rope frequency divisors number " + std::to_string(c.rope.divisors.size()) + ", not head_dim / 2 = " +
+                      std::to_string(c.head_dim / 2));
   return c;
 }
 

@@ -1,0 +1,193 @@
+// AVX-512 matmul straight from quantized rows, for passes of a few rows (decode rounds): each
+// weight row is decoded 32 values at a time into two registers and multiplied in as the f32
+// kernel (matmul_avx512.cpp) multiplies a loaded row: the same lanes, the same fused
+// multiply-adds over k in order, the same final sum. The decoded values are exactly the
+// format's (tensor/quant.h: the same operations in the same order), so the bits are those of
+// the f32 matmul of the dequantized weight. Formats without a decoder here, and wider passes,
+// go through matmul_quantized's dequantized scratch.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/matmul.h"
+#include "tensor/quant.h"
+
+namespace lockstep::cpu {
+namespace {
+
+// Passes of more rows dequantize once into scratch and reuse it (matmul_quant.cpp).
+constexpr int64_t kMaxFusedRows = 8;
+
+inline uint16_t load_u16(const std::byte* at) {
+  uint16_t value;
+  std::memcpy(&value, at, 2);
+  return value;
+}
+
+// f16 to f32 (exact) with the F16C instruction.
+inline float half(uint16_t bits) { return _cvtsh_ss(bits); }
+
+inline float load_scale(DType type, const std::byte* at) {
+  if (type == DType::f32) {
+    float value;
+    std::memcpy(&value, at, 4);
+    return value;
+  }
+  return type == DType::bf16 ? bf16_to_f32(load_u16(at)) : half(load_u16(at));
+}
+
+// The 32 values of pair j (k offsets 32 * j to 32 * j + 31) of one stored row, as two __m512 of
+// 16 (every format here has blocks or groups of 32 values or more, so one scale serves both).
+struct Q8_0 {
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const std::byte* block = row + j * 34;
+    const __m512 d = _mm512_set1_ps(half(load_u16(block)));
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18));
+    w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d);  // float(q) * d
+    w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
+  }
+};
+
+struct Q4_0 {
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const std::byte* block = row + j * 18;
+    const __m512 d = _mm512_set1_ps(half(load_u16(block)));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m512i eight = _mm512_set1_epi32(8);
+    // Values 0 to 15 are the low nibbles, 16 to 31 the high ones.
+    const __m512i q0 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, mask)), eight);
+    const __m512i q1 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask)), eight);
+    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0));  // d * float(q - 8)
+    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q1));
+  }
+};
+
+// MLX affine, 4 or 8 bits: the words, then a scale and a bias per group.
+struct Affine {
+  int bits;
+  int group;
+  DType scale_type;
+  size_t scales_at;  // bytes from the row's start to its scales
+  size_t biases_at;
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    __m128i b0, b1;
+    if (bits == 4) {
+      // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * j));
+      const __m128i mask = _mm_set1_epi8(0x0f);
+      const __m128i low = _mm_and_si128(packed, mask), high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+      b0 = _mm_unpacklo_epi8(low, high);
+      b1 = _mm_unpackhi_epi8(low, high);
+    } else {
+      b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
+      b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
+    }
+    const size_t g = size_t(32 * j / group), size = dtype_size(scale_type);
+    const __m512 scale = _mm512_set1_ps(load_scale(scale_type, row + scales_at + g * size));
+    const __m512 bias = _mm512_set1_ps(load_scale(scale_type, row + biases_at + g * size));
+    // float(q) * scale + bias, two roundings.
+    w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), scale), bias);
+    w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), scale), bias);
+  }
+};
+
+// FP8 e4m3: the codes, then an f32 scale per group; codes decoded through a table of every
+// code's value (tensor/quant.h's e4m3_to_f32).
+struct Fp8 {
+  int group;
+  int64_t k;
+  const float* table;
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
+    const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
+    float s;
+    std::memcpy(&s, row + k + 4 * (32 * j / group), 4);
+    const __m512 scale = _mm512_set1_ps(s);
+    w0 = _mm512_mul_ps(_mm512_i32gather_ps(_mm512_cvtepu8_epi32(c0), table, 4), scale);  // e4m3(code) * scale
+    w1 = _mm512_mul_ps(_mm512_i32gather_ps(_mm512_cvtepu8_epi32(c1), table, 4), scale);
+  }
+};
+
+const float* e4m3_table() {
+  static const auto table = [] {
+    alignas(64) static float values[256];
+    for (int code = 0; code < 256; ++code) values[code] = e4m3_to_f32(uint8_t(code));
+    return values;
+  }();
+  return table;
+}
+
+// out[r][c] for R rows from r0 and C columns from c0: C independent sums a row, so the fused
+// multiply-adds of one column do not wait on each other.
+template <int R, int C, class Decode>
+void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r0, int64_t c0) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
+  const float* x = a.x + r0 * a.k;
+  for (int64_t j = 0; j < a.k / 32; ++j) {
+    __m512 w0[C], w1[C];
+    for (int c = 0; c < C; ++c) decode(rows + size_t(c) * row_bytes, j, w0[c], w1[c]);
+    for (int r = 0; r < R; ++r) {
+      // The lanes' sums take k in order, 16 values at a time, as the f32 kernel's do.
+      const __m512 x0 = _mm512_loadu_ps(x + r * a.k + 32 * j), x1 = _mm512_loadu_ps(x + r * a.k + 32 * j + 16);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x0, w0[c], acc[r][c]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(x1, w1[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a.out[(r0 + r) * a.m + c0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+template <int C, class Decode>
+void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t c0) {
+  int64_t r = 0;
+  for (; r + 4 <= a.n; r += 4) tile<4, C>(a, decode, row_bytes, r, c0);
+  switch (a.n - r) {
+    case 3: tile<3, C>(a, decode, row_bytes, r, c0); break;
+    case 2: tile<2, C>(a, decode, row_bytes, r, c0); break;
+    case 1: tile<1, C>(a, decode, row_bytes, r, c0); break;
+    default: break;
+  }
+}
+
+template <class Decode>
+void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
+  int64_t c = col_begin;
+  for (; c + 4 <= col_end; c += 4) row_tiles<4>(a, decode, row_bytes, c);
+  for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c);
+}
+
+bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin, int64_t col_end) {
+  if (a.n > kMaxFusedRows || a.k % 32 != 0) return false;
+  const size_t row_bytes = quant_row_total(layout, a.k);
+  switch (layout.format) {
+    case QuantFormat::q8_0: fused(a, Q8_0{}, row_bytes, col_begin, col_end); return true;
+    case QuantFormat::q4_0: fused(a, Q4_0{}, row_bytes, col_begin, col_end); return true;
+    case QuantFormat::mlx_affine: {
+      if (layout.bits != 4 && layout.bits != 8) return false;
+      const size_t scales_at = size_t(a.k) * size_t(layout.bits) / 8;
+      const size_t biases_at = scales_at + size_t(a.k / layout.group) * dtype_size(layout.scale_type);
+      fused(a, Affine{layout.bits, layout.group, layout.scale_type, scales_at, biases_at}, row_bytes, col_begin,
+            col_end);
+      return true;
+    }
+    case QuantFormat::fp8_e4m3:
+      if (layout.group < 16) return false;  // per-tensor scales are stored per block (io/quantized_weights.cpp)
+      fused(a, Fp8{layout.group, a.k, e4m3_table()}, row_bytes, col_begin, col_end);
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+QuantMatmulFn quant_matmul_avx512() { return quantized_avx512; }
+
+}  // namespace lockstep::cpu
