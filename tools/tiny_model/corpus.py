@@ -117,9 +117,62 @@ def dressed(phrasing, rng, heldout):
     return text.lower() if rng.random() < 0.15 else text
 
 
-def example(task, rng, heldout=False):
-    """One (question, answer) of `task`, in a training phrasing, or with heldout a held-out one."""
-    phrasing = dressed(rng.choice((HELDOUT_PHRASINGS if heldout else PHRASINGS)[task]), rng, heldout)
+def own_words(task):
+    """The words of `task`'s training phrasings that it uses more often than the other tasks together:
+    what tells the task ("plus", "backwards", "+")."""
+    uses = collections.Counter(w for p in PHRASINGS[task] for w in frame_words(p))
+    others = collections.Counter(w for t in TASKS if t != task for p in PHRASINGS[t] for w in frame_words(p))
+    return {w for w, n in uses.items() if n > others[w]}
+
+
+def heldout_vocabulary():
+    """Every word a held-out question can hold: frames, fillers and words. Noise never makes one."""
+    words = set(HELDOUT_WORDS)
+    for frames in HELDOUT_PHRASINGS.values():
+        for frame in frames:
+            words |= frame_words(frame)
+    for filler in HELDOUT_PREFIXES + HELDOUT_SUFFIXES:
+        words |= frame_words(filler)
+    return words
+
+
+def pseudo_word(rng, avoid):
+    """A random word of 2 to 8 letters that is not in `avoid`."""
+    while True:
+        w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 8)))
+        if w not in avoid:
+            return w
+
+
+def noised(phrasing, task, rng, avoid):
+    """The phrasing with its other words shuffled about: each word that does not tell the task is kept,
+    replaced by a random word or dropped, and random words are put in. The placeholders and the task's
+    own words stay in order, so the question keeps its meaning in a frame no list holds: what the
+    held-out frames ask of the model (--frame-noise)."""
+    own = own_words(task)
+    out = []
+    for token in phrasing.split(" "):
+        core = re.sub(r"[^a-z+*-]", "", token.lower())
+        if "{" in token or core in own or not core:
+            out.append(token)
+            continue
+        roll = rng.random()
+        if roll < 0.45:
+            out.append(token)
+        elif roll < 0.8:
+            out.append(pseudo_word(rng, avoid))
+    for _ in range(rng.randint(0, 2)):
+        out.insert(rng.randint(0, len(out)), pseudo_word(rng, avoid))
+    return " ".join(out)
+
+
+def example(task, rng, heldout=False, frame_noise=0.0):
+    """One (question, answer) of `task`, in a training phrasing (with frame_noise, that share of them
+    noised), or with heldout a held-out one."""
+    phrasing = rng.choice((HELDOUT_PHRASINGS if heldout else PHRASINGS)[task])
+    if not heldout and frame_noise > 0 and rng.random() < frame_noise:
+        phrasing = noised(phrasing, task, rng, heldout_vocabulary())
+    phrasing = dressed(phrasing, rng, heldout)
     words = HELDOUT_WORDS if heldout else WORDS
     if task in ("add", "sub"):
         a, b = number(rng, 4), number(rng, 4)
@@ -144,11 +197,12 @@ def example(task, rng, heldout=False):
 TRAINING_WEIGHTS = {"add": 0.25, "sub": 0.25, "mul": 0.20, "sort": 0.12, "reverse": 0.08, "count": 0.10}
 
 
-def training_examples(seed, count):
-    """`count` training examples with tasks drawn by TRAINING_WEIGHTS, from `seed`."""
+def training_examples(seed, count, frame_noise=0.0):
+    """`count` training examples with tasks drawn by TRAINING_WEIGHTS, from `seed`; with frame_noise, that
+    share of their phrasings noised (noised())."""
     rng = random.Random(seed)
     tasks = rng.choices(list(TRAINING_WEIGHTS), weights=list(TRAINING_WEIGHTS.values()), k=count)
-    return [(task,) + example(task, rng) for task in tasks]
+    return [(task,) + example(task, rng, frame_noise=frame_noise) for task in tasks]
 
 
 def examples(seed, count, heldout=False):

@@ -2,7 +2,7 @@
 that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
-                     [--length L] [--mtp-steps N] [--mtp-depth D]
+                     [--length L] [--mtp-steps N] [--mtp-depth D] [--frame-noise P]
     python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D]   (a head alone)
 
 Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
@@ -92,15 +92,16 @@ class StepBatches(torch.utils.data.Dataset):
     """Item `step` is that step's (ids, loss mask) of fresh examples, a function of the seed and the step
     alone, so loader workers can build them ahead; loss on the answer and its end tag."""
 
-    def __init__(self, tokenizer, seed, batch, length, steps):
+    def __init__(self, tokenizer, seed, batch, length, steps, frame_noise=0.0):
         self.tokenizer, self.seed, self.batch, self.length, self.steps = tokenizer, seed, batch, length, steps
+        self.frame_noise = frame_noise
         self.im_end = tokenizer.token_to_id("<|im_end|>")
 
     def __len__(self):
         return self.steps
 
     def __getitem__(self, step):
-        rows = corpus.training_examples(self.seed * 1_000_003 + step, self.batch)
+        rows = corpus.training_examples(self.seed * 1_000_003 + step, self.batch, self.frame_noise)
         ids = torch.zeros(self.batch, self.length, dtype=torch.long)  # [batch, length]
         mask = torch.zeros(self.batch, self.length, dtype=torch.float)  # [batch, length]
         for i, (_, question, answer) in enumerate(rows):
@@ -323,6 +324,9 @@ def main():
     parser.add_argument("--mtp-steps", type=int, default=2000,
                         help="steps training the MTP head on the trained, frozen model (0: no head)")
     parser.add_argument("--mtp-depth", type=int, default=3, help="chained head steps trained (drafts it learns to make)")
+    parser.add_argument("--frame-noise", type=float, default=0.0,
+                        help="share of training phrasings whose other words are replaced, dropped or added to "
+                             "(corpus.noised): teaches the task from its own words in frames no list holds")
     parser.add_argument("--head-only", metavar="MODEL_DIR",
                         help="train only an MTP head, on the model already trained in MODEL_DIR (its weights and "
                              "answers unchanged), and write that folder with the head to --out")
@@ -378,7 +382,8 @@ def train(args):
     if args.length > 64 and "mamba_dtmin" not in args.fast_paths:
         raise SystemExit("--length over 64 (one Mamba chunk) needs --fast-paths mamba_dtmin: transformers' "
                          "reference scan is wrong past one chunk (fast_paths.py)")
-    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, args.length, args.steps), batch_size=None,
+    data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, args.length, args.steps,
+                                                   args.frame_noise), batch_size=None,
                                        num_workers=8, prefetch_factor=8, pin_memory=True)
     model.train()
     first_step_done = None
@@ -426,7 +431,7 @@ def train(args):
             f.write(json.dumps({"task": task, "question": question, "answer": expected}) + "\n")
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
-                   "fast_paths": args.fast_paths, "length": args.length,
+                   "fast_paths": args.fast_paths, "length": args.length, "frame_noise": args.frame_noise,
                    "mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_heldout_accuracy": mtp_accuracy,
                    "training_seconds": round(training_seconds),
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
