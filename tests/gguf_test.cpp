@@ -26,20 +26,7 @@ namespace fs = std::filesystem;
 
 std::string gguf(const std::string& name) { return test_data("gguf/" + name); }
 
-std::vector<float> prompt_logits(Model& model) {
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 30; ++i) ids.push_back(int32_t((i * 31 + 5) % 500));
-  SoloRun run(model, 16);
-  auto logits = run.prompt_logits(ids);
-  EXPECT_TRUE(logits.ok()) << logits.error().message;
-  return logits.ok() ? *logits : std::vector<float>{};
-}
-
-void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(got.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
-}
+std::vector<float> prompt_logits(Model& model) { return chunked_prompt_logits(model, 30, 31, 5); }
 
 TEST(Gguf, ASplitLlamaEqualsItsSafetensorsBitForBit) {
   CpuBackend backend(2);

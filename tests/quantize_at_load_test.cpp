@@ -63,14 +63,7 @@ MemoryWeights dequantized_weights(const std::string& family, const QuantLayout& 
   return weights;
 }
 
-std::vector<float> prompt_logits(Model& model) {
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 40; ++i) ids.push_back(int32_t((i * 37 + 11) % 500));
-  SoloRun run(model, 16);  // three chunks: fill rows of 16, then 8
-  auto logits = run.prompt_logits(ids);
-  EXPECT_TRUE(logits.ok()) << logits.error().message;
-  return logits.ok() ? *logits : std::vector<float>{};
-}
+std::vector<float> prompt_logits(Model& model) { return chunked_prompt_logits(model, 40, 37, 11); }
 
 class QuantizeAtLoad : public ::testing::TestWithParam<Case> {};
 
@@ -89,10 +82,8 @@ TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeightsBitForBit) {
   auto plain = create_model(*config, values, backend, ModelOptions{});
   ASSERT_TRUE(plain.ok()) << plain.error().message;
 
-  const std::vector<float> got = prompt_logits(**quantized), want = prompt_logits(**plain);
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(got.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
+  const std::vector<float> got = prompt_logits(**quantized);
+  expect_same_bits(got, prompt_logits(**plain));
   // Quantizing did change the model: the logits are not the f32 fixture's.
   auto original = create_model(*config, **Checkpoint::open(test_data(c.family)), backend, ModelOptions{});
   ASSERT_TRUE(original.ok());

@@ -144,14 +144,7 @@ Written write_fixture(const std::string& family, Stored stored) {
   return out;
 }
 
-std::vector<float> prompt_logits(Model& model) {
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 40; ++i) ids.push_back(int32_t((i * 53 + 7) % 500));
-  SoloRun run(model, 16);
-  auto logits = run.prompt_logits(ids);
-  EXPECT_TRUE(logits.ok()) << logits.error().message;
-  return logits.ok() ? *logits : std::vector<float>{};
-}
+std::vector<float> prompt_logits(Model& model) { return chunked_prompt_logits(model, 40, 53, 7); }
 
 class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
 
@@ -170,10 +163,7 @@ TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   auto plain = create_model(*config, written.values, backend, ModelOptions{});
   ASSERT_TRUE(plain.ok()) << plain.error().message;
-  const std::vector<float> got = prompt_logits(**loaded), want = prompt_logits(**plain);
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_FALSE(got.empty());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
+  expect_same_bits(prompt_logits(**loaded), prompt_logits(**plain));
 }
 
 std::vector<Case> cases() {

@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
+#include "runner/solo_run.h"
 
 namespace lockstep {
 
@@ -56,6 +58,21 @@ ForwardBatch one_sequence_batch(const std::vector<int32_t>& tokens, int32_t firs
 std::string lockstep_binary() {
   const char* moved = std::getenv("LOCKSTEP_BINARY");
   return moved && *moved ? moved : LOCKSTEP_BINARY;
+}
+
+std::vector<float> chunked_prompt_logits(Model& model, int count, int step, int offset) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < count; ++i) ids.push_back(int32_t((i * step + offset) % 500));
+  SoloRun run(model, 16);
+  auto logits = run.prompt_logits(ids);
+  EXPECT_TRUE(logits.ok()) << logits.error().message;
+  return logits.ok() ? *logits : std::vector<float>{};
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
 }
 
 }  // namespace lockstep

@@ -29,6 +29,15 @@ std::string test_data(const std::string& name);
 ForwardBatch one_sequence_batch(const std::vector<int32_t>& tokens, int32_t first, const PageTable& table,
                                 int32_t slot);
 
+class Model;
+
+// Every position's logits of a prompt of `count` ids, id i being (i * step + offset) % 500,
+// filled in chunks of 16 (SoloRun::prompt_logits); empty, with a test failure, if that fails.
+std::vector<float> chunked_prompt_logits(Model& model, int count, int step, int offset);
+
+// Expects `got` and `want` of one size, not empty, and equal bit for bit.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want);
+
 // The lockstep binary the CLI tests run: LOCKSTEP_BINARY in the environment (a build carried to
 // another machine), else the one this build made.
 std::string lockstep_binary();

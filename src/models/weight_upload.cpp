@@ -82,8 +82,8 @@ void upload_into(Backend& backend, const TensorInfo& info, const Tensor& dst) {
 
 // A checkpoint's quantized weight in backend memory as it is stored, for `use` (a matrix or a
 // matmul's weight: never a vector).
-Expected<OwnedTensor> upload_stored(const WeightSource& weights, Backend& backend, const QuantizedWeight& stored,
-                                    WeightUse use, const std::string& name) {
+Expected<OwnedTensor> upload_stored(Backend& backend, const QuantizedWeight& stored, WeightUse use,
+                                    const std::string& name) {
   if (use == WeightUse::vector) return make_error("tensor '" + name + "' is quantized; lockstep reads it only as f32, bf16 or f16");
   if (!backend.runs_quantized())
     return make_error("the " + std::string(backend.name()) + " backend does not run quantized weights (" +
@@ -92,7 +92,6 @@ Expected<OwnedTensor> upload_stored(const WeightSource& weights, Backend& backen
   backend.upload(tensor, stored.rows.data());
   // Already quantized: --quantize leaves it in the checkpoint's format.
   if (use == WeightUse::matmul || use == WeightUse::router) backend.prepare_matmul_weight(tensor.view());
-  (void)weights;
   return tensor;
 }
 
@@ -135,7 +134,7 @@ Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backen
                                     const Shape& shape, WeightUse use) {
   auto stored = weights.quantized(name, shape);
   if (!stored.ok()) return stored.error();
-  if (*stored) return upload_stored(weights, backend, **stored, use, name);
+  if (*stored) return upload_stored(backend, **stored, use, name);
   auto info = weights.get(name, shape);
   if (!info.ok()) return info.error();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), shape);
@@ -161,7 +160,7 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
   if (one_layout) {
     QuantizedWeight joined{parts[0].layout, all, {}};
     for (const QuantizedWeight& part : parts) joined.rows.insert(joined.rows.end(), part.rows.begin(), part.rows.end());
-    return upload_stored(weights, backend, joined, use, names[0]);
+    return upload_stored(backend, joined, use, names[0]);
   }
   OwnedTensor tensor;
   int64_t row = 0;

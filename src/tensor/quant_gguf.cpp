@@ -51,42 +51,29 @@ void scale_min_k4(int j, const uint8_t* scales, float* sc, float* m) {
   }
 }
 
-// Q4_K: d, dmin, scales[12], qs[128]; 8 sub-blocks of 32. Sub-blocks 2c and 2c + 1 are the low
-// and high nibbles of qs[32c .. 32c + 31]. y = d * sc * q - dmin * m.
-void dequantize_q4_k(const uint8_t* block, float* y) {
+// Q4_K and Q5_K: d, dmin, scales[12], then for Q5_K qh[32], then qs[128]; 8 sub-blocks of 32.
+// Sub-blocks 2c and 2c + 1 are the low and high nibbles of qs[32c .. 32c + 31]; in Q5_K bit j of
+// qh[l] is the fifth bit of value l of sub-block j. y = d * sc * q - dmin * m.
+void dequantize_q45_k(const uint8_t* block, const uint8_t* qh, const uint8_t* qs, float* y) {
   const float d = load_f16(block);
   const float dmin = load_f16(block + 2);
   const uint8_t* scales = block + 4;
-  const uint8_t* qs = block + 16;
-  for (int j = 0; j < 8; ++j) {
-    float sc, m;
-    scale_min_k4(j, scales, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    const uint8_t* q = qs + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * float((q[l] >> (4 * (j % 2))) & 0xF) - m1;
-  }
-}
-
-// Q5_K: d, dmin, scales[12], qh[32], qs[128]; Q4_K's nibbles, with bit j of qh[l] the fifth bit
-// of value l of sub-block j.
-void dequantize_q5_k(const uint8_t* block, float* y) {
-  const float d = load_f16(block);
-  const float dmin = load_f16(block + 2);
-  const uint8_t* scales = block + 4;
-  const uint8_t* qh = block + 16;
-  const uint8_t* qs = block + 48;
   for (int j = 0; j < 8; ++j) {
     float sc, m;
     scale_min_k4(j, scales, &sc, &m);
     const float d1 = d * sc, m1 = dmin * m;
     const uint8_t* q = qs + 32 * (j / 2);
     for (int l = 0; l < 32; ++l) {
-      int low = (q[l] >> (4 * (j % 2))) & 0xF;
-      int high = (qh[l] >> j) & 1;
+      const int low = (q[l] >> (4 * (j % 2))) & 0xF;
+      const int high = qh ? (qh[l] >> j) & 1 : 0;
       y[32 * j + l] = d1 * float(low | high << 4) - m1;
     }
   }
 }
+
+void dequantize_q4_k(const uint8_t* block, float* y) { dequantize_q45_k(block, nullptr, block + 16, y); }
+
+void dequantize_q5_k(const uint8_t* block, float* y) { dequantize_q45_k(block, block + 16, block + 48, y); }
 
 // Q6_K: ql[128], qh[64], scales[16] (int8, one per 16 values), d. Each half of 128 values has
 // 64 bytes of ql (value r: nibble r / 64 of byte r % 64) and 32 of qh (value r: bits 2 * (r / 32)
