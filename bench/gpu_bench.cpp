@@ -8,6 +8,7 @@
 //   gpu_bench --model DIR [--levels 1,2,4,8,24,64] [--prompt 128] [--tokens 64]
 //             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1] [--relaxed 1]
 //             [--windows 1,2,3]   (a model with an MTP head: the cost of verify windows)
+//             [--quantize q8_0|q4_0|q4|fp8]   (the matrices quantized as they load)
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "lanes/lane_host.h"
 #include "models/registry.h"
 #include "runner/model_runner.h"
+#include "tensor/quant_layout.h"
 #include "timing.h"
 #include "weight_bytes.h"
 
@@ -37,6 +39,7 @@ struct Flags {
   bool profile = false;  // time every op in the counting run and print where a round goes
   bool relaxed = false;  // plain bf16 matmuls through cuBLAS: not batch-invariant (the cost-of-exactness table)
   std::vector<int> windows;  // drafts per verify window to time (none: no window table)
+  std::string quantize;      // empty: bf16 weights
 };
 
 struct WindowResult {
@@ -289,6 +292,8 @@ int main(int argc, char** argv) {
       flags.relaxed = value == "1";
     else if (flag == "--windows")
       flags.windows = parse_levels(value);
+    else if (flag == "--quantize")
+      flags.quantize = value;
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -313,6 +318,13 @@ int main(int argc, char** argv) {
   int max_level = 1;
   for (int level : flags.levels) max_level = std::max(max_level, level);
   ModelOptions options;
+  if (!flags.quantize.empty()) {
+    options.quantize = quant_layout_named(flags.quantize);
+    if (!options.quantize) {
+      std::fprintf(stderr, "gpu_bench: --quantize %s: not q8_0, q4_0, q4 or fp8\n", flags.quantize.c_str());
+      return 2;
+    }
+  }
   options.max_rows = std::max<int64_t>(flags.chunk, max_level);
   // A stream holds its prompt, the tokens of the rounds before every stream has filled, the
   // timed rounds and a margin.
@@ -334,8 +346,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   Model& model = **loaded;
-  std::printf("gpu_bench: %s (%s, dummy bf16 weights) on %s, loaded in %.1f s%s\n", flags.model.c_str(),
-              model.info().architecture.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start),
+  const std::string weights = flags.quantize.empty() ? "bf16" : "bf16 quantized to " + flags.quantize;
+  std::printf("gpu_bench: %s (%s, dummy %s weights) on %s, loaded in %.1f s%s\n", flags.model.c_str(),
+              model.info().architecture.c_str(), weights.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start),
               flags.relaxed ? "; RELAXED: plain matmuls through cuBLAS, not batch-invariant" : "");
   std::printf("%-40s %10.0f GB/s\n", "device copy (read + write)", copy);
   print_cache_copies(model);

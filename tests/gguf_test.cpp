@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "io/checkpoint.h"
 #include "io/gguf_model.h"
@@ -54,7 +55,9 @@ TEST(Gguf, TheConfigComesFromTheMetadata) {
   EXPECT_EQ((*config)["tie_word_embeddings"], false);
 }
 
-TEST(Gguf, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
+class GgufOnBackend : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
   auto file = GgufModel::open(gguf("qwen3-q8_0.gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   // The Qwen3 fixture with each matrix the file quantized replaced by the values its blocks hold.
@@ -77,7 +80,9 @@ TEST(Gguf, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
   EXPECT_EQ(quantized, 3 * 7);  // q, k, v, o, gate, up and down in each of three layers
   auto config = (*file)->config();
   ASSERT_TRUE(config.ok());
-  CpuBackend backend(2);
+  std::unique_ptr<Backend> made = make_test_backend(GetParam());
+  ASSERT_NE(made, nullptr);
+  Backend& backend = *made;
   auto from_gguf = load_model(gguf("qwen3-q8_0.gguf"), backend, ModelOptions{});
   ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
   auto plain = create_model(*config, values, backend, ModelOptions{});
@@ -85,6 +90,14 @@ TEST(Gguf, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
   expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
   EXPECT_EQ((*from_gguf)->info().architecture, "Qwen3ForCausalLM");
 }
+
+std::vector<std::string> gguf_backends() {
+  std::vector<std::string> out = {"cpu"};
+  if (backend_usable("cuda")) out.push_back("cuda");
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GgufOnBackend, ::testing::ValuesIn(gguf_backends()), backend_param_name);
 
 TEST(Gguf, TheCliGeneratesFromAGgufFileAsFromItsFolder) {
   auto run = [](const std::string& model, const std::vector<std::string>& more = {}) {

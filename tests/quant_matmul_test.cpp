@@ -1,6 +1,7 @@
-// The CPU's quantized matmul, each format on each kernel set: a row's result is bit for bit the
-// f32 matmul of that row alone with the weight's dequantized values, at any number of rows in
-// the pass (the exactness contract, for quantized weights).
+// The quantized matmul, each format on each backend and CPU kernel set: a row's result is bit for
+// bit the f32 matmul of that row alone with the weight's dequantized values, at any number of rows
+// in the pass (the exactness contract, for quantized weights); and a quantized embedding table's
+// rows are exactly its dequantized values.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -51,9 +52,8 @@ std::vector<std::byte> random_weight(const QuantLayout& layout, int64_t rows, in
 
 class QuantMatmul : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
-  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
-  const std::vector<Format> formats = {
+std::vector<Format> formats() {
+  return {
       {"q8_0", {QuantFormat::q8_0}},
       {"q4_0", {QuantFormat::q4_0}},
       {"q4_k", {QuantFormat::q4_k}},
@@ -62,14 +62,20 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
       {"affine 4-bit g64 bf16", {QuantFormat::mlx_affine, 64, 4, DType::bf16}},
       {"affine 8-bit g32 f16", {QuantFormat::mlx_affine, 32, 8, DType::f16}},
       {"affine 2-bit g128 bf16", {QuantFormat::mlx_affine, 128, 2, DType::bf16}},
+      {"affine 4-bit g32 f32", {QuantFormat::mlx_affine, 32, 4, DType::f32}},
       {"fp8 g128", {QuantFormat::fp8_e4m3, 128, 0, DType::f32}},
+      {"fp8 g32", {QuantFormat::fp8_e4m3, 32, 0, DType::f32}},
   };
+}
+
+TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
   const int64_t m = 37;
   std::mt19937 rng(7);
   // k = 8448 makes the scratch path dequantize 4 columns at a time, k = 512 16 of them; passes
   // of up to 8 rows take the AVX-512 set's fused kernel where it has one.
   for (int64_t k : {512, 8448})
-  for (const Format& format : formats) {
+  for (const Format& format : formats()) {
     SCOPED_TRACE(format.name + ", k " + std::to_string(k));
     const std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
     OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
@@ -103,20 +109,59 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
   }
 }
 
-// Every CPU kernel set this machine runs (the CUDA backend refuses quantized weights for now).
-std::vector<std::string> cpu_backends() {
-  std::vector<std::string> names = test_backend_names();
-  std::erase(names, "cuda");
-  return names;
+TEST_P(QuantMatmul, EmbeddingRowsAreTheDequantizedValues) {
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  const int64_t rows = 29, d = 512;
+  std::mt19937 rng(11);
+  for (const Format& format : formats()) {
+    SCOPED_TRACE(format.name);
+    const std::vector<std::byte> stored = random_weight(format.layout, rows, d, rng);
+    OwnedTensor table = backend->alloc_quantized(format.layout, {rows, d});
+    backend->upload(table, stored.data());
+    const std::vector<int32_t> ids = {28, 0, 5, 5, 17, 3};
+    OwnedTensor id_tensor = backend->alloc(DType::i32, {int64_t(ids.size())});
+    backend->upload(id_tensor, ids.data());
+    OwnedTensor out = backend->alloc(DType::f32, {int64_t(ids.size()), d});
+    backend->embed(table, id_tensor, out);
+    std::vector<float> got(ids.size() * size_t(d)), want(static_cast<size_t>(d));
+    backend->download(got.data(), out);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      dequantize_stored_row(format.layout, stored.data() + size_t(ids[i]) * quant_row_total(format.layout, d), d,
+                            want.data());
+      ASSERT_EQ(std::memcmp(got.data() + i * size_t(d), want.data(), size_t(d) * 4), 0) << "id " << ids[i];
+    }
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuKernels, QuantMatmul, ::testing::ValuesIn(cpu_backends()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+TEST_P(QuantMatmul, EveryFp8CodeEmbedsAsItsValue) {
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  const QuantLayout layout{QuantFormat::fp8_e4m3, 32, 0, DType::f32};
+  const int64_t d = 256;  // codes 0 to 255 in order (NaN, subnormals, both zeros), 8 scales
+  const size_t row_bytes = quant_row_total(layout, d);
+  std::vector<std::byte> stored(2 * row_bytes);
+  for (int row = 0; row < 2; ++row) {
+    std::byte* at = stored.data() + size_t(row) * row_bytes;
+    for (int code = 0; code < 256; ++code) at[code] = std::byte(code);
+    for (int b = 0; b < 8; ++b) {
+      const float scale = row == 0 ? 1.0f : 0.3f + 0.01f * float(b);
+      std::memcpy(at + d + 4 * b, &scale, 4);
+    }
+  }
+  OwnedTensor table = backend->alloc_quantized(layout, {2, d});
+  backend->upload(table, stored.data());
+  const std::vector<int32_t> ids = {0, 1};
+  OwnedTensor id_tensor = backend->alloc(DType::i32, {2});
+  backend->upload(id_tensor, ids.data());
+  OwnedTensor out = backend->alloc(DType::f32, {2, d});
+  backend->embed(table, id_tensor, out);
+  std::vector<float> got(2 * size_t(d)), want(2 * size_t(d));
+  backend->download(got.data(), out);
+  for (int row = 0; row < 2; ++row)
+    dequantize_stored_row(layout, stored.data() + size_t(row) * row_bytes, d, want.data() + row * d);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, QuantMatmul, ::testing::ValuesIn(test_backend_names()), backend_param_name);
 
 }  // namespace
 }  // namespace lockstep

@@ -1,11 +1,12 @@
 // --quantize: matmul weights quantized as they load. A quantized model's logits must be exactly
-// (bit for bit) those of the same model given the dequantized values as f32 weights: the CPU's
-// quantized matmul is the f32 matmul of the format's own values, so quantizing changes the
-// weights and nothing else.
+// (bit for bit) those of the same model given the dequantized values as f32 weights, on each
+// backend: its quantized matmul is its f32 matmul of the format's own values, so quantizing
+// changes the weights and nothing else.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "io/checkpoint.h"
 #include "io/dummy_weights.h"
@@ -22,6 +23,7 @@ namespace {
 struct Case {
   std::string family;
   std::string format;  // as --quantize names it
+  std::string backend = "cpu";
 };
 
 QuantLayout layout_named(const std::string& name) { return *quant_layout_named(name); }
@@ -71,7 +73,9 @@ TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeightsBitForBit) {
   const Case& c = GetParam();
   auto config = read_json_file(test_data(c.family) + "/config.json");
   ASSERT_TRUE(config.ok());
-  CpuBackend backend(2);
+  std::unique_ptr<Backend> made = make_test_backend(c.backend);
+  ASSERT_NE(made, nullptr);
+  Backend& backend = *made;
   auto checkpoint = Checkpoint::open(test_data(c.family));
   ASSERT_TRUE(checkpoint.ok());
   (*checkpoint)->set_matmul_quantization(layout_named(c.format));
@@ -92,14 +96,19 @@ TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeightsBitForBit) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"})
-    for (const char* format : {"q8_0", "q4_0", "q4", "fp8"}) out.push_back({family, format});
+  std::vector<std::string> backends = {"cpu"};
+  if (backend_usable("cuda")) backends.push_back("cuda");
+  for (const std::string& backend : backends)
+    for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"})
+      for (const char* format : {"q8_0", "q4_0", "q4", "fp8"}) out.push_back({family, format, backend});
   return out;
 }
 
+// llama_q8_0 on the CPU, llama_q8_0_cuda on the GPU.
 INSTANTIATE_TEST_SUITE_P(Families, QuantizeAtLoad, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.family + "_" + info.param.format;
+                           const Case& c = info.param;
+                           return c.family + "_" + c.format + (c.backend == "cpu" ? "" : "_" + c.backend);
                          });
 
 TEST(QuantizeAtLoadErrors, AMatrixOfRowsThatAreNotWholeBlocksIsNamed) {

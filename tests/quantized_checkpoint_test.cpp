@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
 #include "io/checkpoint.h"
 #include "io/json_file.h"
@@ -28,6 +29,7 @@ struct Case {
   std::string family;
   Stored stored;
   std::string label;
+  std::string backend = "cpu";
 };
 
 // One fixture tensor as the checkpoint stores it, and the f32 values it stands for.
@@ -156,7 +158,9 @@ TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
   Written written = write_fixture(c.family, c.stored);
   ASSERT_TRUE(write_safetensors(dir->file("model.safetensors"), written.tensors).ok());
 
-  CpuBackend backend(2);
+  std::unique_ptr<Backend> made = make_test_backend(c.backend);
+  ASSERT_NE(made, nullptr);
+  Backend& backend = *made;
   auto config = read_json_file(dir->file("config.json"));
   ASSERT_TRUE(config.ok());
   auto loaded = load_model(dir->path(), backend, ModelOptions{});
@@ -168,18 +172,23 @@ TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
-    out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64"});
-    out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32"});
-    out.push_back({family, Stored::fp8_blocks, "fp8_blocks32"});
-    out.push_back({family, Stored::fp8_tensor, "fp8_per_tensor"});
-  }
+  std::vector<std::string> backends = {"cpu"};
+  if (backend_usable("cuda")) backends.push_back("cuda");
+  for (const std::string& backend : backends)
+    for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
+      out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64", backend});
+      out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32", backend});
+      out.push_back({family, Stored::fp8_blocks, "fp8_blocks32", backend});
+      out.push_back({family, Stored::fp8_tensor, "fp8_per_tensor", backend});
+    }
   return out;
 }
 
+// llama_mlx4_bf16_g64 on the CPU, llama_mlx4_bf16_g64_cuda on the GPU.
 INSTANTIATE_TEST_SUITE_P(Families, QuantizedCheckpoint, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.family + "_" + info.param.label;
+                           const Case& c = info.param;
+                           return c.family + "_" + c.label + (c.backend == "cpu" ? "" : "_" + c.backend);
                          });
 
 TEST(QuantizedCheckpointErrors, PartsThatDoNotMakeALayoutAreNamed) {

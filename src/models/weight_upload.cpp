@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <vector>
+
+#include "base/thread_pool.h"
 
 #include "io/quantized_weights.h"
 #include "tensor/quant_tensor.h"
@@ -32,19 +36,37 @@ Expected<OwnedTensor> quantized(Backend& backend, const OwnedTensor& tensor, con
   const QuantLayout& layout = *fits;
   std::vector<std::byte> stored(view.bytes());
   backend.download(stored.data(), view);
-  std::vector<float> row(static_cast<size_t>(k));
   const size_t row_bytes = quant_row_total(layout, k);
   std::vector<std::byte> blocks(size_t(rows) * row_bytes);
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::byte* values = stored.data() + size_t(r * k) * dtype_size(view.dtype);
-    for (int64_t i = 0; i < k; ++i) {
-      uint16_t word;
-      if (view.dtype == DType::bf16) std::memcpy(&word, values + 2 * i, 2), row[size_t(i)] = bf16_to_f32(word);
-      else std::memcpy(&row[size_t(i)], values + 4 * i, 4);
+  // Rows [begin, end) quantized; the first failure is kept. Each row is quantized alone, so
+  // cutting the rows among threads changes no byte.
+  std::mutex failed_mutex;
+  std::optional<Status> failed;
+  auto quantize_range = [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      const std::byte* values = stored.data() + size_t(r * k) * dtype_size(view.dtype);
+      for (int64_t i = 0; i < k; ++i) {
+        uint16_t word;
+        if (view.dtype == DType::bf16) std::memcpy(&word, values + 2 * i, 2), row[size_t(i)] = bf16_to_f32(word);
+        else std::memcpy(&row[size_t(i)], values + 4 * i, 4);
+      }
+      Status status = quantize_stored_row(layout, row.data(), k, blocks.data() + size_t(r) * row_bytes);
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(failed_mutex);
+        if (!failed) failed = status;
+        return;
+      }
     }
-    Status status = quantize_stored_row(layout, row.data(), k, blocks.data() + size_t(r) * row_bytes);
-    if (!status.ok()) return make_error("quantizing '" + name + "': " + status.error().message);
+  };
+  // A large matrix (the 30B shape's are up to 1.3 G values a stack) on every core.
+  if (rows * k >= (int64_t(1) << 22)) {
+    ThreadPool pool(0);
+    pool.parallel_for(rows, 16, quantize_range);
+  } else {
+    quantize_range(0, rows);
   }
+  if (failed) return make_error("quantizing '" + name + "': " + failed->error().message);
   OwnedTensor out = backend.alloc_quantized(layout, view.shape);
   backend.upload(out, blocks.data());
   return out;

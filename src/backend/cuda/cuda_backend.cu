@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_context.cuh"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_quant.cuh"
 #include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
@@ -71,6 +73,22 @@ OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
   Tensor view;
   view.dtype = dtype;
   view.shape = shape;
+  return allocate(view);
+}
+
+OwnedTensor CudaBackend::alloc_quantized(const QuantLayout& layout, Shape shape) {
+  cuda::QuantKind kind;
+  if (!cuda::quant_kind_of(layout, &kind))
+    throw std::invalid_argument("the cuda backend does not read " + quant_layout_name(layout));
+  Tensor view;
+  view.dtype = DType::quant;
+  view.quant = layout;
+  view.shape = shape;
+  return allocate(view);
+}
+
+OwnedTensor CudaBackend::allocate(Tensor view) {
+  const Shape& shape = view.shape;
   size_t bytes = view.bytes();
   check_room(bytes, shape, free_memory());
   // Every allocation is 256-byte aligned and at least 16 bytes, so vector loads stay in bounds.

@@ -47,6 +47,9 @@ class CudaBackend final : public Backend {
   bool use_relaxed_matmul(std::string* why);
 
   OwnedTensor alloc(DType dtype, Shape shape) override;
+  // Every layout but FP8 with one scale for the tensor (cuda_quant.cuh), which loads never make.
+  bool runs_quantized() const override { return true; }
+  OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override;
   double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
@@ -96,6 +99,7 @@ class CudaBackend final : public Backend {
   void release(const Tensor& tensor) override;
 
  private:
+  OwnedTensor allocate(Tensor view);  // view's data is set here
   std::unique_ptr<cuda::Context> context_;
   std::string device_name_;
 };

@@ -1,5 +1,6 @@
-// The CUDA matmul for f32 weights (the fixtures' checkpoints), and the backend's matmul op,
-// which sends bf16 weights to the tensor-core kernel (cuda_matmul_bf16.cu).
+// The CUDA matmul for f32 weights (the fixtures' checkpoints) and quantized ones (decoded eight
+// values at a time as they load: cuda_quant.cuh), and the backend's matmul op, which sends bf16
+// weights to the tensor-core kernel (cuda_matmul_bf16.cu).
 //
 // The reduction order of out[r][c] is fixed by k alone: k is cut into chunks of 256; lane l of
 // a warp owns positions 8l .. 8l+7 of every chunk and adds their products chunk by chunk in
@@ -15,6 +16,7 @@
 // order, so which one runs never changes a result.
 #include "backend/cuda/cuda_matmul.cuh"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_quant.cuh"
 #include "backend/cuda/cuda_relaxed.h"
 
 namespace lockstep {
@@ -59,10 +61,34 @@ __device__ inline void load_x8(const float* x_row, int64_t at, int64_t k, bool v
   for (int i = 0; i < 8; ++i) out[i] = at + i < k ? x_row[at + i] : 0.0f;
 }
 
-template <bool kStaged>
+// f32 weights: rows of k floats.
+struct F32Weights {
+  const float* data;
+  bool vector_ok;  // k % 8 == 0: float4 loads
+  __device__ const float* row(int64_t matrix, int64_t stride, int64_t col, int64_t k) const {
+    return data + size_t(matrix) * size_t(stride) + size_t(col) * size_t(k);
+  }
+  __device__ void load8(const float* row, int64_t at, int64_t k, float (&out)[8]) const {
+    load_w8(row, at, k, vector_ok, out);
+  }
+};
+
+inline void key_add(LaunchKey& key, const F32Weights& w) { key_add(key, w.data), key_add(key, w.vector_ok); }
+
+// Quantized weights (cuda_quant.cuh): a matrix of a stack is `stride / k` rows.
+template <QuantKind kKind>
+struct QuantRowsOf : QuantWeights<kKind> {
+  __device__ const uint8_t* row(int64_t matrix, int64_t stride, int64_t col, int64_t k) const {
+    return QuantWeights<kKind>::row(matrix, k ? stride / k : 0, col);
+  }
+};
+
+// Weights: F32Weights or QuantRowsOf, which give the same values the same way (eight at a
+// time), so a quantized weight's sums are those of its dequantized values as f32 weights.
+template <bool kStaged, class Weights>
 __global__ void __launch_bounds__(kWarps * 32, 2)
-    matmul_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int64_t k,
-                  int64_t m, MatmulRows rows) {
+    matmul_kernel(const float* __restrict__ x, const Weights w, float* __restrict__ out, int64_t k, int64_t m,
+                  MatmulRows rows) {
   cuda::start_kernel();
   __shared__ __align__(16) float xs[kStaged ? kRowTile : 1][kStaged ? kSpan : 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,9 +97,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   int64_t first = 0, last = rows.n;
   if (rows.segments) first = rows.segments[group], last = rows.segments[group + 1];
   if (first >= last) return;  // the whole block leaves together: no barrier is skipped
-  const float* w_group = w + size_t(group) * size_t(rows.group_stride);
   const int64_t col0 = int64_t(blockIdx.x) * kColsPerBlock + warp * kColsPerWarp;
-  const bool vector_ok = k % 8 == 0;
+  const bool vector_ok = k % 8 == 0;  // x's loads
 
   for (int64_t tile = first; tile < last; tile += kRowTile) {
     const int tile_rows = int(min64(kRowTile, last - tile));
@@ -95,10 +120,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
       for (int c = 0; c < kColsPerWarp; ++c) {
         const int64_t col = col0 + c;
-        const float* w_row = w_group + size_t(col < m ? col : 0) * size_t(k);
+        const auto* w_row = w.row(group, rows.group_stride, col < m ? col : 0, k);
 #pragma unroll
-        for (int q = 0; q < kGroup; ++q)
-          load_w8(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, vector_ok, wv[c][q]);
+        for (int q = 0; q < kGroup; ++q) w.load8(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, wv[c][q]);
       }
       if constexpr (kStaged) {
         __syncthreads();  // the previous span's x values are no longer read
@@ -151,19 +175,42 @@ size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k) {
   return w_bf16 ? matmul_bf16_workspace_bytes(x_rows, k) : 0;
 }
 
-void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   void* workspace, Launches& launches) {
-  if (m == 0 || (!rows.segments && rows.n == 0)) return;
-  if (w_bf16) return launch_matmul_bf16(x, w, out, k, m, rows, workspace, launches);
+namespace {
+
+template <class Weights>
+void launch_kernel(const float* x, const Weights& weights, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                   Launches& launches) {
   dim3 grid(blocks_for(m, kColsPerBlock), unsigned(rows.segments ? rows.groups : 1));
   // The layout only: results are the same. Grouped launches (MoE) give each expert few rows
   // in a round, so they stage only when the list is fill-sized.
   const bool staged = rows.n > (rows.segments ? kDirectListMax : kDirectRowsMax);
-  const float* weights = static_cast<const float*>(w);
   if (staged)
-    launch(matmul_kernel<true>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
+    launch(matmul_kernel<true, Weights>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
   else
-    launch(matmul_kernel<false>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
+    launch(matmul_kernel<false, Weights>, grid, kWarps * 32, 0, launches, x, weights, out, k, m, rows);
+}
+
+template <QuantKind kKind>
+void launch_quant(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
+                  Launches& launches) {
+  QuantRowsOf<kKind> weights;
+  static_cast<QuantView&>(weights) = view;
+  launch_kernel(x, weights, out, k, m, rows, launches);
+}
+
+}  // namespace
+
+void launch_matmul(const float* x, const void* w, const WeightFormat& format, float* out, int64_t k, int64_t m,
+                   const MatmulRows& rows, void* workspace, Launches& launches) {
+  if (m == 0 || (!rows.segments && rows.n == 0)) return;
+  if (format.dtype == DType::bf16) return launch_matmul_bf16(x, w, out, k, m, rows, workspace, launches);
+  if (format.dtype == DType::f32)
+    return launch_kernel(x, F32Weights{static_cast<const float*>(w), k % 8 == 0}, out, k, m, rows, launches);
+  QuantKind kind;
+  require(format.dtype == DType::quant && quant_kind_of(format.quant, &kind) && !rows.packed,
+          "matmul: weights of a type the CUDA kernels do not read");
+  const QuantView view = quant_view(w, format.quant, k);
+  with_quant_kind(kind, [&](auto c) { launch_quant<decltype(c)::value>(x, view, out, k, m, rows, launches); });
 }
 
 namespace {
@@ -211,7 +258,7 @@ void matmul(Context& context, const Tensor& x, const Tensor& w, const Tensor& ou
   }
   const size_t bytes = matmul_workspace_bytes(bf16, rows.x_rows, k);
   void* workspace = bytes ? context.scratch.matmul_x.get(context.launches, bytes) : nullptr;
-  launch_matmul(ptr<float>(x), w.data, bf16, ptr<float>(out), k, m, rows, workspace, context.launches);
+  launch_matmul(ptr<float>(x), w.data, format_of(w), ptr<float>(out), k, m, rows, workspace, context.launches);
 }
 
 }  // namespace cuda

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backend/cuda/cuda_launches.cuh"
+#include "tensor/tensor.h"
 
 namespace lockstep::cuda {
 
@@ -51,12 +52,20 @@ __device__ inline int64_t launched_group(const MatmulRows& rows) {
   return rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
 }
 
-// out[r][c] = dot(x[r], w[c]) for x f32 [*, k], w f32 or bf16 [m, k], out f32 [*, m].
+// What a matmul's weights are: f32, bf16, or quantized rows (DType::quant, in `quant`).
+struct WeightFormat {
+  DType dtype = DType::f32;
+  QuantLayout quant{};
+};
+inline WeightFormat format_of(const Tensor& w) { return {w.dtype, w.quant}; }
+
+// out[r][c] = dot(x[r], w[c]) for x f32 [*, k], w [m, k] f32, bf16 or quantized, out f32 [*, m].
 // Every output element is reduced in one order fixed by k alone: f32 weights on the CUDA
-// cores (cuda_matmul.cu), bf16 weights on the tensor cores (cuda_matmul_bf16.cu), which need
-// `workspace` of matmul_workspace_bytes (the split activations); f32 launches need none.
-void launch_matmul(const float* x, const void* w, bool w_bf16, float* out, int64_t k, int64_t m, const MatmulRows& rows,
-                   void* workspace, Launches& launches);
+// cores (cuda_matmul.cu), quantized ones likewise, with exactly the sums of their dequantized
+// values as f32 weights; bf16 weights on the tensor cores (cuda_matmul_bf16.cu), which need
+// `workspace` of matmul_workspace_bytes (the split activations); the others need none.
+void launch_matmul(const float* x, const void* w, const WeightFormat& format, float* out, int64_t k, int64_t m,
+                   const MatmulRows& rows, void* workspace, Launches& launches);
 size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
 
 // Whether bf16 weights of `rows` rows (of every matrix in a stack) and k columns at w can be

@@ -387,7 +387,7 @@ void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Te
   const float* in = ptr<float>(x);
   float* result = ptr<float>(out);
   const auto *up_w = static_cast<const uint8_t*>(up.data), *down_w = static_cast<const uint8_t*>(down.data);
-  const bool up_bf16 = up.dtype == DType::bf16, down_bf16 = down.dtype == DType::bf16;
+  const WeightFormat up_format = format_of(up), down_format = format_of(down);
   const size_t up_bytes = up.bytes() / size_t(experts), down_bytes = down.bytes() / size_t(experts);
   const bool up_packed = context.packed(up), down_packed = context.packed(down);
   const bool routed_here = route != nullptr;
@@ -415,14 +415,14 @@ void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Te
   rows.in_rows = row_of;  // up: token rows in, list order out, relu2 applied
   rows.relu_squared = true;
   rows.packed = up_packed;
-  launch_matmul(in, up_w, up_bf16, hidden, d, inner, rows, workspace, launches);
+  launch_matmul(in, up_w, up_format, hidden, d, inner, rows, workspace, launches);
   rows.relu_squared = false;
   rows.packed = down_packed;
   rows.group_stride = d * inner;
   rows.x_rows = listed;
   rows.in_rows = nullptr;  // down: list order in, slots out
   rows.out_rows = slot_of;
-  launch_matmul(hidden, down_w, down_bf16, results, inner, d, rows, workspace, launches);
+  launch_matmul(hidden, down_w, down_format, results, inner, d, rows, workspace, launches);
   for (int64_t j = 0; !grouped_always && j < always; ++j) {
     const int64_t first = n * k + j * n;  // the j-th always expert's slots
     const int64_t e = experts - always + j;
@@ -430,11 +430,11 @@ void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Te
     plain.n = plain.x_rows = n;
     plain.relu_squared = true;
     plain.packed = up_packed;
-    launch_matmul(in, up_w + size_t(e) * up_bytes, up_bf16, hidden + first * inner, d, inner, plain, workspace,
+    launch_matmul(in, up_w + size_t(e) * up_bytes, up_format, hidden + first * inner, d, inner, plain, workspace,
                   launches);
     plain.relu_squared = false;
     plain.packed = down_packed;
-    launch_matmul(hidden + first * inner, down_w + size_t(e) * down_bytes, down_bf16, results + first * d, inner, d,
+    launch_matmul(hidden + first * inner, down_w + size_t(e) * down_bytes, down_format, results + first * d, inner, d,
                   plain, workspace, launches);
   }
   launch(moe_combine_kernel, blocks_for(n * d, 256), 256, 0, launches, results, weight, slot_info, d, result);

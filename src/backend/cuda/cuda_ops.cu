@@ -4,11 +4,14 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.cuh"
+#include "backend/cuda/cuda_quant.cuh"
 
 namespace lockstep {
 
 using cuda::blocks_for;
 using cuda::ptr;
+using cuda::QuantKind;
+using cuda::QuantWeights;
 
 namespace {
 
@@ -21,6 +24,19 @@ __global__ void embed_kernel(const void* table, bool bf16, const int32_t* ids, f
   int64_t r = i / d, c = i % d;
   int64_t at = int64_t(ids[r]) * d + c;
   out[i] = bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(table)[at]) : static_cast<const float*>(table)[at];
+}
+
+// Rows ids[r] of a quantized table: a thread decodes eight values (d % 8 == 0: whole blocks).
+template <QuantKind kKind>
+__global__ void embed_quant_kernel(QuantWeights<kKind> table, const int32_t* ids, float* out, int64_t n, int64_t d) {
+  cuda::start_kernel();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * d / 8) return;
+  const int64_t r = i / (d / 8), at = i % (d / 8) * 8;
+  float v[8];
+  table.load8(table.row(0, 0, ids[r]), at, d, v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out[r * d + at + j] = v[j];
 }
 
 // A block of kNormThreads per row: a row of a few thousand values is then one load per thread,
@@ -160,6 +176,18 @@ namespace cuda {
 void embed(Context& context, const Tensor& table, const Tensor& ids, const Tensor& out) {
   int64_t n = ids.numel(), d = table.cols();
   if (n == 0) return;
+  if (table.dtype == DType::quant) {
+    QuantKind kind;
+    require(quant_kind_of(table.quant, &kind), "embed: a quantized layout the CUDA kernels do not read");
+    const QuantView view = quant_view(table.data, table.quant, d);
+    with_quant_kind(kind, [&](auto c) {
+      QuantWeights<decltype(c)::value> rows;
+      static_cast<QuantView&>(rows) = view;
+      launch(embed_quant_kernel<decltype(c)::value>, blocks_for(n * d / 8, kThreads), kThreads, 0, context.launches,
+             rows, ptr<int32_t>(ids), ptr<float>(out), n, d);
+    });
+    return;
+  }
   launch(embed_kernel, blocks_for(n * d, kThreads), kThreads, 0, context.launches, table.data,
          table.dtype == DType::bf16, ptr<int32_t>(ids), ptr<float>(out), n, d);
 }

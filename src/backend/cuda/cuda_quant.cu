@@ -1,0 +1,36 @@
+// The host side of cuda_quant.cuh: which decoder reads a layout, and where a row's parts are.
+#include "backend/cuda/cuda_quant.cuh"
+
+namespace lockstep::cuda {
+
+bool quant_kind_of(const QuantLayout& layout, QuantKind* kind) {
+  switch (layout.format) {
+    case QuantFormat::q8_0: *kind = QuantKind::q8_0; return true;
+    case QuantFormat::q4_0: *kind = QuantKind::q4_0; return true;
+    case QuantFormat::q4_k: *kind = QuantKind::q4_k; return true;
+    case QuantFormat::q5_k: *kind = QuantKind::q5_k; return true;
+    case QuantFormat::q6_k: *kind = QuantKind::q6_k; return true;
+    case QuantFormat::fp8_e4m3: *kind = QuantKind::fp8; return layout.group > 0;
+    case QuantFormat::mlx_affine:
+      *kind = layout.bits == 2 ? QuantKind::affine2 : layout.bits == 4 ? QuantKind::affine4 : QuantKind::affine8;
+      return layout.bits == 2 || layout.bits == 4 || layout.bits == 8;
+  }
+  return false;
+}
+
+QuantView quant_view(const void* data, const QuantLayout& layout, int64_t k) {
+  QuantView view;
+  view.data = static_cast<const uint8_t*>(data);
+  view.row_bytes = quant_row_total(layout, k);
+  view.group = layout.group;
+  view.scale_type = layout.scale_type;
+  if (layout.format == QuantFormat::mlx_affine) {
+    view.values_bytes = size_t(k) * size_t(layout.bits) / 8;
+    view.scales_bytes = size_t(k / layout.group) * (layout.scale_type == DType::f32 ? 4 : 2);
+  } else if (layout.format == QuantFormat::fp8_e4m3) {
+    view.values_bytes = size_t(k);
+  }
+  return view;
+}
+
+}  // namespace lockstep::cuda

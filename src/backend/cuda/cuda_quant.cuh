@@ -1,0 +1,187 @@
+// Quantized weights on the device: eight values at a time from a stored row (Tensor::quant's
+// layout: each row is its values, then its scales, then its biases), each value exactly the f32
+// that quant.h's dequantize_row gives on the host. Every product and sum is rounded on its own
+// (__fmul_rn, __fadd_rn: never fused), in the order the host code rounds them, so a quantized
+// matmul is bit for bit the f32 matmul of the dequantized values (cuda_matmul.cu).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_launches.cuh"
+#include "tensor/quant_layout.h"
+
+namespace lockstep::cuda {
+
+// The decoders, one per format (and per bit width for MLX affine: the shifts are constants).
+enum class QuantKind { q8_0, q4_0, q4_k, q5_k, q6_k, affine2, affine4, affine8, fp8 };
+
+// The kind that decodes `layout`; false for one the device does not read (FP8 with one scale
+// for the tensor, which stored tensors never use: quantized_weights.cpp repeats it per block).
+bool quant_kind_of(const QuantLayout& layout, QuantKind* kind);
+
+// f(std::integral_constant<QuantKind, kind>{}): one instantiation of a kernel per kind.
+template <class F>
+void with_quant_kind(QuantKind kind, F&& f) {
+  using K = QuantKind;
+  switch (kind) {
+    case K::q8_0: return f(std::integral_constant<K, K::q8_0>{});
+    case K::q4_0: return f(std::integral_constant<K, K::q4_0>{});
+    case K::q4_k: return f(std::integral_constant<K, K::q4_k>{});
+    case K::q5_k: return f(std::integral_constant<K, K::q5_k>{});
+    case K::q6_k: return f(std::integral_constant<K, K::q6_k>{});
+    case K::affine2: return f(std::integral_constant<K, K::affine2>{});
+    case K::affine4: return f(std::integral_constant<K, K::affine4>{});
+    case K::affine8: return f(std::integral_constant<K, K::affine8>{});
+    case K::fp8: return f(std::integral_constant<K, K::fp8>{});
+  }
+}
+
+__device__ inline uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ inline float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half(load_u16(p))); }
+__device__ inline float bf16_at(const uint8_t* p) { return __uint_as_float(uint32_t(load_u16(p)) << 16); }
+__device__ inline float f32_at(const uint8_t* p) { return *reinterpret_cast<const float*>(p); }
+
+// Eight bytes from a 2-byte-aligned address, byte i in out[i].
+__device__ inline void load_bytes8(const uint8_t* p, uint8_t (&out)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t two = load_u16(p + 2 * i);
+    out[2 * i] = uint8_t(two), out[2 * i + 1] = uint8_t(two >> 8);
+  }
+}
+
+// float(v) - offset for integers 0 <= v < 2^23 and offset < 2^23, exact: 2^23 + v has v in its
+// low mantissa bits, so one subtraction gives it (where an int-to-float conversion would take
+// the slower conversion unit).
+template <int kOffset>
+__device__ inline float small_int(uint32_t v) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | v), float((1 << 23) + kOffset));
+}
+
+// e4m3 "fn" to f32, exact (quant.cpp's e4m3_to_f32): its exponent and mantissa bits placed in an
+// f32's (a subnormal stays one), scaled by 2^120 for the exponent bias, 127 against 7.
+__device__ inline float e4m3_value(uint8_t code) {
+  if ((code & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u | uint32_t(code & 0x80) << 24);
+  const float magnitude = __fmul_rn(__uint_as_float(uint32_t(code & 0x7f) << 20), 0x1p120f);
+  return __uint_as_float(__float_as_uint(magnitude) | uint32_t(code & 0x80) << 24);
+}
+
+// Q4_K and Q5_K's six-bit scale and min of sub-block j (quant_gguf.cpp's scale_min_k4).
+__device__ inline void scale_min_k4(int j, const uint8_t* scales, float& sc, float& m) {
+  if (j < 4) {
+    sc = float(scales[j] & 63), m = float(scales[j + 4] & 63);
+  } else {
+    sc = float((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+    m = float((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+
+// Where a quantized weight's rows and their parts are: rows of k values, `row_bytes` each, one
+// matrix after another in a stack (the MoE experts).
+struct QuantView {
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+  size_t values_bytes = 0;  // affine, fp8: where a row's scales start
+  size_t scales_bytes = 0;  // affine: where a row's biases start, after the scales
+  int group = 0;            // affine, fp8: values a scale
+  DType scale_type = DType::f32;
+};
+
+inline void key_add(LaunchKey& key, const QuantView& v) {
+  static_assert(sizeof(QuantView) == 40, "key_add(QuantView) must list every field");
+  key_add(key, v.data), key_add(key, v.row_bytes), key_add(key, v.values_bytes), key_add(key, v.scales_bytes);
+  key_add(key, v.group), key_add(key, v.scale_type);
+}
+
+// The view of `layout`'s rows of k values at `data` (cuda_quant.cu).
+QuantView quant_view(const void* data, const QuantLayout& layout, int64_t k);
+
+// A QuantView that decodes: load8 gives eight values of a row.
+template <QuantKind kKind>
+struct QuantWeights : QuantView {
+
+  __device__ const uint8_t* row(int64_t matrix, int64_t rows_per_matrix, int64_t col) const {
+    return data + (size_t(matrix) * size_t(rows_per_matrix) + size_t(col)) * row_bytes;
+  }
+
+  __device__ float scale_at(const uint8_t* p) const {
+    return scale_type == DType::bf16 ? bf16_at(p) : scale_type == DType::f16 ? f16_at(p) : f32_at(p);
+  }
+
+  // Values at .. at + 7 of `row` (at % 8 == 0); zeros when at >= k (k is a whole number of blocks).
+  __device__ void load8(const uint8_t* row, int64_t at, int64_t k, float (&out)[8]) const {
+    if (at >= k) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] = 0.0f;
+      return;
+    }
+    if constexpr (kKind == QuantKind::q8_0) {
+      const uint8_t* block = row + size_t(at / 32) * 34;
+      const float d = f16_at(block);
+      uint8_t q[8];
+      load_bytes8(block + 2 + at % 32, q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(small_int<128>(q[i] ^ 0x80u), d);  // int8_t(q) * d
+    } else if constexpr (kKind == QuantKind::q4_0) {
+      const uint8_t* block = row + size_t(at / 32) * 18;
+      const float d = f16_at(block);
+      const int o = int(at % 32), shift = o >= 16 ? 4 : 0;
+      uint8_t q[8];
+      load_bytes8(block + 2 + o % 16, q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(d, small_int<8>((q[i] >> shift) & 0xF));
+    } else if constexpr (kKind == QuantKind::q4_k || kKind == QuantKind::q5_k) {
+      constexpr bool kFive = kKind == QuantKind::q5_k;
+      const uint8_t* block = row + size_t(at / 256) * (kFive ? 176 : 144);
+      const int o = int(at % 256), j = o / 32, l = o % 32;
+      float sc, m;
+      scale_min_k4(j, block + 4, sc, m);
+      const float d1 = __fmul_rn(f16_at(block), sc), m1 = __fmul_rn(f16_at(block + 2), m);
+      uint8_t q[8], h[8];
+      load_bytes8(block + (kFive ? 48 : 16) + 32 * (j / 2) + l, q);
+      if constexpr (kFive) load_bytes8(block + 16 + l, h);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        uint32_t code = (q[i] >> (4 * (j % 2))) & 0xF;
+        if constexpr (kFive) code |= ((h[i] >> j) & 1u) << 4;
+        out[i] = __fsub_rn(__fmul_rn(d1, small_int<0>(code)), m1);
+      }
+    } else if constexpr (kKind == QuantKind::q6_k) {
+      const uint8_t* block = row + size_t(at / 256) * 210;
+      const int o = int(at % 256), half = o / 128, r = o % 128;
+      const float ds = __fmul_rn(f16_at(block + 208), float(int8_t(block[192 + o / 16])));
+      uint8_t lo[8], hi[8];
+      load_bytes8(block + 64 * half + r % 64, lo);
+      load_bytes8(block + 128 + 32 * half + r % 32, hi);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t code = ((lo[i] >> (4 * (r / 64))) & 0xFu) | (((hi[i] >> (2 * (r / 32))) & 3u) << 4);
+        out[i] = __fmul_rn(ds, small_int<32>(code));
+      }
+    } else if constexpr (kKind == QuantKind::fp8) {
+      const float scale = f32_at(row + values_bytes + size_t(at / group) * 4);
+      uint8_t q[8];
+      load_bytes8(row + at, q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(e4m3_value(q[i]), scale);
+    } else {
+      constexpr int kBits = kKind == QuantKind::affine2 ? 2 : kKind == QuantKind::affine4 ? 4 : 8;
+      constexpr int kPerWord = 32 / kBits;
+      const size_t size = scale_type == DType::f32 ? 4 : 2, g = size_t(at / group);
+      const float scale = scale_at(row + values_bytes + g * size);
+      const float bias = scale_at(row + values_bytes + scales_bytes + g * size);
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + at / kPerWord;
+      uint32_t word = words[0];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (kBits == 8 && i == 4) word = words[1];
+        const int place = kBits == 2 ? int(at % 16) + i : i % kPerWord;
+        const uint32_t code = (word >> (kBits * place)) & ((1u << kBits) - 1);
+        out[i] = __fadd_rn(__fmul_rn(small_int<0>(code), scale), bias);
+      }
+    }
+  }
+};
+
+}  // namespace lockstep::cuda
