@@ -12,6 +12,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
+#include "runner/model_runner.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -103,6 +104,80 @@ TEST_P(MtpHeadTest, AHeadPassRefusesHiddenRowsItDoesNotHave) {
   EXPECT_NE(head.error().message.find("hidden row 4"), std::string::npos) << head.error().message;
   const int32_t short_rows[] = {0};
   EXPECT_FALSE(model->forward_draft(batch_of({6, 7}, 0, table), Model::DraftInput::main_pass, short_rows).ok());
+}
+
+// ModelRunner::draft keeps each pass's picks on the device and feeds them to the next pass: its
+// drafts are the head's greedy chains, each pick downloaded before the next pass, sequence by
+// sequence (three prompts, drafts of depths 3, 1 and 2: the second pass's rows are not the
+// first's in order).
+TEST_P(MtpHeadTest, RunnerDraftsAreTheHeadsGreedyChains) {
+  ModelOptions options;
+  options.max_rows = 64;
+  options.max_context = 64;
+  options.kv_sequences = 3;
+  options.state_slots = 3;
+  auto loaded = load_model(test_data("nemotron_h_mtp"), *backend, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  Model& three = **loaded;
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2, 14, 3}, {8, 1, 12, 6, 4, 11, 7}, {30, 31, 2}};
+  const std::vector<int32_t> depth = {3, 1, 2};
+  std::vector<PageTable> tables = {PageTable{{0}}, PageTable{{1}}, PageTable{{2}}};
+  // The main pass over all three, then the head's first pass over every row: row i pairs
+  // hidden row i with token i + 1, the last with the token the main pass "picked"; each
+  // prompt's last row drafts.
+  ForwardBatch main;
+  DraftPlan plan;
+  for (int32_t s = 0; s < 3; ++s) {
+    for (ForwardBatch* batch : {&main, &plan.batch}) {
+      batch->seq_pages.push_back(&tables[size_t(s)]);
+      batch->seq_slots.push_back(s);
+    }
+    const std::vector<int32_t>& ids = prompts[size_t(s)];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      plan.hidden_rows.push_back(int32_t(main.tokens.size()));
+      for (ForwardBatch* batch : {&main, &plan.batch}) {
+        batch->positions.push_back(int32_t(i));
+        batch->row_seq.push_back(s);
+      }
+      main.tokens.push_back(ids[i]);
+      plan.batch.tokens.push_back(i + 1 < ids.size() ? ids[i + 1] : 40 + s);
+    }
+    main.logit_rows.push_back(int32_t(main.tokens.size()) - 1);
+    plan.batch.logit_rows.push_back(int32_t(main.tokens.size()) - 1);
+  }
+  plan.depth = depth;
+  ASSERT_TRUE(three.forward(main).ok());
+  ModelRunner runner(three);
+  std::vector<std::vector<int32_t>> drafts;
+  ASSERT_TRUE(runner.draft(plan, drafts).ok());
+  ASSERT_EQ(drafts.size(), 3u);
+
+  Backend& device = three.backend();
+  const int64_t vocab = three.info().vocab_size;
+  OwnedTensor pick = device.alloc(DType::i32, {1});
+  auto greedy = [&](const Tensor& logits, int64_t row) {
+    int32_t id = -1;
+    device.sample(logits.first_dim_slice(row, 1), {SampleRow{}}, pick.view());
+    device.download(&id, pick.view());
+    return id;
+  };
+  for (int32_t s = 0; s < 3; ++s) {
+    auto first = three.forward_draft(plan.batch, Model::DraftInput::main_pass, plan.hidden_rows);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    std::vector<int32_t> want = {greedy(*first, s)};
+    int32_t from = plan.batch.logit_rows[size_t(s)];
+    for (int32_t k = 1; k < depth[size_t(s)]; ++k) {
+      const int32_t last = int32_t(prompts[size_t(s)].size()) - 1;
+      ForwardBatch chain = one_sequence_batch({want.back()}, last + k, tables[size_t(s)], s);
+      const int32_t rows[] = {from};
+      auto next = three.forward_draft(chain, Model::DraftInput::head_pass, rows);
+      ASSERT_TRUE(next.ok()) << next.error().message;
+      want.push_back(greedy(*next, 0));
+      from = 0;
+    }
+    EXPECT_EQ(drafts[size_t(s)], want) << "sequence " << s;
+    for (int32_t id : want) EXPECT_TRUE(id >= 0 && id < vocab);
+  }
 }
 
 std::vector<std::string> mtp_backends() {

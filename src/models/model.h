@@ -70,12 +70,17 @@ class Model {
   // last main pass (forward) or of the last head pass (a draft chained on a draft), and the
   // head's own K and V through the batch's page tables, at the hidden state's position (the
   // head writes its K and V there). Returns the logits of batch.logit_rows, as forward does.
+  // With `device_tokens` (i32, one per row, in backend memory: the picks of a pass before, so
+  // that chained drafts never wait for the host), the rows' tokens are read from there and
+  // batch.tokens' values are not.
   enum class DraftInput { main_pass, head_pass };
   [[nodiscard]] virtual Expected<Tensor> forward_draft(const ForwardBatch& batch, DraftInput input,
-                                                       std::span<const int32_t> hidden_rows) {
+                                                       std::span<const int32_t> hidden_rows,
+                                                       const Tensor* device_tokens = nullptr) {
     (void)batch;
     (void)input;
     (void)hidden_rows;
+    (void)device_tokens;
     return make_error("this model has no MTP head");
   }
 

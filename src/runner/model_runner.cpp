@@ -22,6 +22,7 @@ ModelRunner::ModelRunner(Model& model) : model_(model) {
   const int64_t rows = std::max<int64_t>(1, model.info().max_rows);
   Backend& backend = model.backend();
   chosen_ids_ = backend.alloc(DType::i32, {rows});
+  chain_ids_ = backend.alloc(DType::i32, {rows});
   logprobs_ = backend.alloc(DType::f32, {rows * (1 + kMaxTop)});
   top_ids_ = backend.alloc(DType::i32, {rows * kMaxTop});
 }
@@ -91,60 +92,93 @@ Status ModelRunner::run(const StepPlan& plan, StepResult& result) {
 }
 
 // The head's greedy pick at each logit row of `logits`, into picks_.
-void ModelRunner::pick_drafts(const Tensor& logits, size_t n) {
-  Backend& backend = model_.backend();
+void ModelRunner::reserve_drafts(int64_t count) {
+  if (!draft_ids_.empty() && draft_ids_.view().numel() >= count) return;
+  draft_ids_ = model_.backend().alloc(DType::i32, {std::max<int64_t>(count, 64)});
+}
+
+void ModelRunner::pick_drafts(const Tensor& logits, size_t n, int64_t offset) {
   greedy_.assign(n, SampleRow{});  // temperature 0: argmax
-  const Tensor ids = chosen_ids_.view().first_dim_slice(0, int64_t(n));
-  backend.sample(logits, greedy_, ids);
-  picks_.resize(n);
-  backend.download(picks_.data(), ids);
+  model_.backend().sample(logits, greedy_, draft_ids_.view().first_dim_slice(offset, int64_t(n)));
 }
 
 Status ModelRunner::draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) {
   const ForwardBatch& absorbed = plan.batch;
   const size_t n = absorbed.logit_rows.size();
   if (plan.depth.size() != n) return make_error("a draft plan needs one depth per logit row");
-  for (int32_t depth : plan.depth)
+  int64_t total = 0;
+  for (int32_t depth : plan.depth) {
     if (depth < 1) return make_error("a draft plan's depths must be at least 1");
+    total += depth;
+  }
   auto logits = model_.forward_draft(absorbed, Model::DraftInput::main_pass, plan.hidden_rows);
   if (!logits.ok()) return logits.error();
   drafts.assign(n, {});
   if (n == 0) return Status::success();
-  pick_drafts(*logits, n);
-  // live_: the rows still drafting; from_: the row of the head's last pass that each continues.
+  // Every pass's picks stay on the device, the next pass reading its tokens from there; one
+  // download at the end. owner_[j]: the logit row whose draft draft_ids_[j] is.
+  Backend& backend = model_.backend();
+  reserve_drafts(total);
+  pick_drafts(*logits, n, 0);
+  owner_.clear();
+  // live_: the rows still drafting; from_: the row of the head's last pass that each continues;
+  // at_: where in draft_ids_ its last draft is.
   live_.clear();
   from_.clear();
+  at_.clear();
   for (size_t i = 0; i < n; ++i) {
-    drafts[i].push_back(picks_[i]);
-    if (plan.depth[i] > 1) live_.push_back(int32_t(i)), from_.push_back(absorbed.logit_rows[i]);
+    owner_.push_back(int32_t(i));
+    if (plan.depth[i] > 1) live_.push_back(int32_t(i)), from_.push_back(absorbed.logit_rows[i]), at_.push_back(int32_t(i));
   }
   // Draft k + 1 of each row that wants it: one head row at the position after draft k's, fed
   // draft k and the hidden state that drafted it (a row of the head's last pass).
+  const Tensor all_ids = draft_ids_.view();
   for (int32_t k = 1; !live_.empty(); ++k) {
     chain_.clear();
     next_live_.clear();
     next_from_.clear();
+    next_at_.clear();
     for (size_t j = 0; j < live_.size(); ++j) {
       const size_t i = size_t(live_[j]);
       const int32_t row = absorbed.logit_rows[i], seq = absorbed.row_seq[size_t(row)];
-      chain_.tokens.push_back(drafts[i].back());
+      chain_.tokens.push_back(0);  // read from the device
       chain_.positions.push_back(absorbed.positions[size_t(row)] + k);
       chain_.row_seq.push_back(int32_t(j));
       chain_.seq_pages.push_back(absorbed.seq_pages[size_t(seq)]);
       if (!absorbed.seq_slots.empty()) chain_.seq_slots.push_back(absorbed.seq_slots[size_t(seq)]);
       chain_.logit_rows.push_back(int32_t(j));
     }
-    auto chained = model_.forward_draft(chain_, Model::DraftInput::head_pass, from_);
+    // The tokens: the last pass's picks where the rows are its rows in order (one slice), else
+    // copied together run by run.
+    const int64_t live = int64_t(live_.size());
+    Tensor tokens;
+    if (at_.back() - at_.front() + 1 == live) {
+      tokens = all_ids.first_dim_slice(at_.front(), live);
+    } else {
+      tokens = chain_ids_.view().first_dim_slice(0, live);
+      for (int64_t j = 0, end; j < live; j = end) {
+        for (end = j + 1; end < live && at_[size_t(end)] == at_[size_t(end - 1)] + 1;) ++end;
+        backend.copy(chain_ids_.view().first_dim_slice(j, end - j), all_ids.first_dim_slice(at_[size_t(j)], end - j));
+      }
+    }
+    auto chained = model_.forward_draft(chain_, Model::DraftInput::head_pass, from_, &tokens);
     if (!chained.ok()) return chained.error();
-    pick_drafts(*chained, live_.size());
+    const int64_t offset = int64_t(owner_.size());
+    pick_drafts(*chained, live_.size(), offset);
     for (size_t j = 0; j < live_.size(); ++j) {
       const size_t i = size_t(live_[j]);
-      drafts[i].push_back(picks_[j]);
-      if (int32_t(drafts[i].size()) < plan.depth[i]) next_live_.push_back(int32_t(i)), next_from_.push_back(int32_t(j));
+      owner_.push_back(int32_t(i));
+      const int32_t made = k + 1;  // drafts row i has now
+      if (made < plan.depth[i])
+        next_live_.push_back(int32_t(i)), next_from_.push_back(int32_t(j)), next_at_.push_back(int32_t(offset + j));
     }
     live_.swap(next_live_);
     from_.swap(next_from_);
+    at_.swap(next_at_);
   }
+  picks_.resize(owner_.size());
+  backend.download(picks_.data(), all_ids.first_dim_slice(0, int64_t(owner_.size())));
+  for (size_t j = 0; j < owner_.size(); ++j) drafts[size_t(owner_[j])].push_back(picks_[j]);
   return Status::success();
 }
 

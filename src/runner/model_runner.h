@@ -28,7 +28,10 @@ class ModelRunner final : public StepRunner {
   void load_page(const std::byte* src, int32_t page) override { model_.load_page(src, page); }
 
  private:
-  void pick_drafts(const Tensor& logits, size_t n);
+  // Each of the n logit rows' greedy pick, into draft_ids_ from `offset`, on the device.
+  void pick_drafts(const Tensor& logits, size_t n, int64_t offset);
+  // Makes draft_ids_ hold at least `count` ids.
+  void reserve_drafts(int64_t count);
 
   Model& model_;
   OwnedTensor chosen_ids_;       // i32 [max_rows] on the backend: the token each logit row picked
@@ -36,9 +39,14 @@ class ModelRunner final : public StepRunner {
   OwnedTensor top_ids_;          // i32 [max_rows * kMaxTop]: token_logprobs' alternatives
   std::vector<float> logprobs_host_;
   std::vector<int32_t> top_ids_host_;
-  // draft()'s scratch: the greedy draws, the picks, a chained head pass and the rows it reads.
+  // draft()'s scratch: every pass's picks one pass after another (on the backend, downloaded
+  // once at the end) and the row each belongs to, the tokens of a chained pass whose rows are
+  // not the last pass's, the greedy draws, a chained head pass and the rows it reads.
+  OwnedTensor draft_ids_;  // i32
+  OwnedTensor chain_ids_;  // i32 [max_rows]
+  std::vector<int32_t> owner_, picks_;
   std::vector<SampleRow> greedy_;
-  std::vector<int32_t> picks_, live_, from_, next_live_, next_from_;
+  std::vector<int32_t> live_, from_, at_, next_live_, next_from_, next_at_;
   ForwardBatch chain_;
 };
 

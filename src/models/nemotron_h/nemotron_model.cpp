@@ -298,7 +298,7 @@ void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n) {
 }
 
 Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftInput input,
-                                              std::span<const int32_t> hidden_rows) {
+                                              std::span<const int32_t> hidden_rows, const Tensor* device_tokens) {
   if (!mtp_) return make_error("this model has no MTP head");
   LOCKSTEP_TRY(check_batch(batch));
   const int64_t n = int64_t(batch.tokens.size());
@@ -315,7 +315,8 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   Tensor embedded = rows_of(embedded_, n);
   const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
   backend_.gather_rows(rows_of(source, source_rows), rows_of(hidden_rows_, n), h);
-  backend_.embed(embed_, inputs_.ids(), embedded);
+  if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
+  backend_.embed(embed_, device_tokens ? *device_tokens : inputs_.ids(), embedded);
   backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);
   backend_.rms_norm(h, mtp_->hnorm, eps, h);
   backend_.matmul(embedded, mtp_->e_proj, x);

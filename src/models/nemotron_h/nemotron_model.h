@@ -82,8 +82,8 @@ class NemotronModel final : public Model {
   void save_state(int32_t slot, std::byte* dst) override;
   void load_state(const std::byte* src, int32_t slot) override;
   void copy_state(int32_t from, int32_t to) override;
-  Expected<Tensor> forward_draft(const ForwardBatch& batch, DraftInput input,
-                                 std::span<const int32_t> hidden_rows) override;
+  Expected<Tensor> forward_draft(const ForwardBatch& batch, DraftInput input, std::span<const int32_t> hidden_rows,
+                                 const Tensor* device_tokens = nullptr) override;
 
  protected:
   std::vector<Tensor> kv_caches() override;
