@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "io/checkpoint.h"
+#include "io/quantized_weights.h"
 #include "models/weight_upload.h"
+#include "tensor/quant_tensor.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -153,6 +155,59 @@ TEST_P(WeightUpload, ExpertsErrorsNameTheTensor) {
   auto missing = upload_experts(weights, *backend, {{"e0"}, false, 1, "gone", 1}, {1, 2}, 0, WeightUse::matmul);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("'gone'"), std::string::npos) << missing.error().message;
+}
+
+// FP8 experts (one scale a tensor) load as one quantized stack: the routed experts' rows, then the
+// shared expert's cut into pieces as for plain weights (rows for up projections; for down
+// projections columns, its blocks of 128 taken as two of the experts' 64), holding exactly the
+// values the f32 path gives.
+TEST_P(WeightUpload, QuantizedExpertsStayQuantizedAndHoldTheSameValues) {
+  auto add_fp8 = [](MemoryWeights& weights, const std::string& name, Shape shape, float scale, int seed) {
+    std::vector<uint8_t> codes(size_t(shape.numel()));
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t((i * 37 + size_t(seed)) % 126);  // no NaN
+    weights.add(name + ".weight", DType::f8_e4m3, shape, std::move(codes));
+    std::vector<uint8_t> bytes(4);
+    std::memcpy(bytes.data(), &scale, 4);
+    weights.add(name + ".weight_scale", DType::f32, {1}, std::move(bytes));
+  };
+  for (int cut : {0, 1}) {
+    SCOPED_TRACE("cut " + std::to_string(cut));
+    const Shape shape = {2, 64};
+    const Shape shared_shape = cut == 0 ? Shape{3, 64} : Shape{2, 128};
+    MemoryWeights quantized;
+    add_fp8(quantized, "e0", shape, 0.5f, 1);
+    add_fp8(quantized, "e1", shape, 0.25f, 2);
+    add_fp8(quantized, "s", shared_shape, 0.125f, 3);
+    const ExpertNames names{{"e0.weight", "e1.weight"}, false, 2, "s.weight", shared_shape[cut]};
+    auto stack = upload_experts(quantized, *backend, names, shape, cut, WeightUse::matmul);
+    ASSERT_TRUE(stack.ok()) << stack.error().message;
+    const Tensor& q = stack->view();
+    ASSERT_EQ(q.dtype, DType::quant);
+    // The f32 path over the same values.
+    MemoryWeights plain;
+    for (const std::string name : {"e0.weight", "e1.weight", "s.weight"}) {
+      const Shape& s = name[0] == 's' ? shared_shape : shape;
+      auto stored = quantized.quantized(name, s);
+      ASSERT_TRUE(stored.ok() && *stored);
+      const std::vector<float> values = dequantized_values(**stored);
+      std::vector<uint8_t> bytes(values.size() * 4);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      plain.add(name, DType::f32, s, std::move(bytes));
+    }
+    auto f32 = upload_experts(plain, *backend, names, shape, cut, WeightUse::matmul);
+    ASSERT_TRUE(f32.ok()) << f32.error().message;
+    ASSERT_EQ(f32->view().dtype, DType::f32);
+    std::vector<float> want(size_t(f32->view().numel()));
+    backend->download(want.data(), f32->view());
+    std::vector<std::byte> rows(q.bytes());
+    backend->download(rows.data(), q);
+    const int64_t k = shape[1];
+    const size_t row_bytes = quant_row_total(q.quant, k);
+    std::vector<float> got(want.size());
+    for (size_t r = 0; r < got.size() / size_t(k); ++r)
+      dequantize_stored_row(q.quant, rows.data() + r * row_bytes, k, got.data() + r * size_t(k));
+    EXPECT_EQ(got, want);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WeightUpload, ::testing::ValuesIn(test_backend_names()), backend_param_name);

@@ -138,6 +138,93 @@ Expected<TensorInfo> plain_values(const WeightSource& weights, const std::string
 // quantized again by --quantize (its values are already those of a format).
 WeightUse kept_as_is(WeightUse use) { return use == WeightUse::matmul ? WeightUse::router : use; }
 
+// Columns [first, first + count) of one stored row of n values in `from`, as a row of `width`
+// values in `to` (zeros past count) at `out`; false where the layouts do not allow it: the cut
+// must fall on whole blocks of `to`, and `from` must be `to` or, for FP8, have blocks that are a
+// whole number of to's (each scale then repeats: the values are code * scale either way).
+bool cut_stored_columns(const QuantLayout& from, const std::byte* row, int64_t n, int64_t first, int64_t count,
+                        const QuantLayout& to, int64_t width, std::byte* out) {
+  const bool fp8 = from.format == QuantFormat::fp8_e4m3 && to.format == QuantFormat::fp8_e4m3 && to.group > 0 &&
+                   from.group > 0 && from.group % to.group == 0 && from.scale_type == to.scale_type;
+  if (!(from == to) && !fp8) return false;
+  const int64_t block = block_values(to);
+  if (first % block != 0 || count % block != 0 || count > width) return false;
+  Expected<RowBytes> in = quant_row_bytes(from, size_t(n)), piece = quant_row_bytes(to, size_t(width));
+  if (!in.ok() || !piece.ok()) return false;
+  std::memset(out, 0, piece->total());
+  // Each part spends the same bytes on each block along the row: copy the blocks of the cut.
+  auto copy_part = [&](size_t in_at, size_t in_size, size_t out_at) {
+    const size_t begin = in_size * size_t(first) / size_t(n), bytes = in_size * size_t(count) / size_t(n);
+    std::memcpy(out + out_at, row + in_at + begin, bytes);
+  };
+  if (fp8 && !(from == to)) {
+    std::memcpy(out, row + first, size_t(count));  // the codes
+    const int64_t repeat = from.group / to.group;
+    for (int64_t b = 0; b < count / to.group; ++b)
+      std::memcpy(out + piece->values + size_t(b) * 4, row + in->values + size_t((first / to.group + b) / repeat) * 4, 4);
+    return true;
+  }
+  copy_part(0, in->values, 0);
+  copy_part(in->values, in->scales, piece->values);
+  copy_part(in->values + in->scales, in->biases, piece->values + piece->scales);
+  return true;
+}
+
+// The MoE stack upload_experts makes, kept quantized: when each routed expert (one tensor each)
+// and the shared expert come quantized in one layout, and the shared expert's cut falls on whole
+// blocks (cut_stored_columns), the stack is their stored rows. nullopt otherwise: the stack then
+// loads as f32 values.
+Expected<std::optional<OwnedTensor>> quantized_experts(const WeightSource& weights, Backend& backend,
+                                                       const ExpertNames& names, const Shape& shape, int cut,
+                                                       const Shape& all, int64_t extra) {
+  auto none = [] { return std::optional<OwnedTensor>(); };
+  if (names.stacked || !backend.runs_quantized() || shape.rank != 2) return none();
+  auto first = weights.quantized(names.routed.at(0), shape);
+  if (!first.ok()) return first.error();
+  if (!*first) return none();
+  const QuantLayout layout = (*first)->layout;
+  const int64_t rows = shape[0], k = shape[1];
+  const size_t row_bytes = quant_row_total(layout, k);
+  // Every part is read first: a layout that does not fit changes nothing.
+  std::vector<QuantizedWeight> routed;
+  routed.push_back(std::move(**first));
+  for (int64_t e = 1; e < names.experts; ++e) {
+    auto stored = weights.quantized(names.routed.at(size_t(e)), shape);
+    if (!stored.ok()) return stored.error();
+    if (!*stored || !((*stored)->layout == layout)) return none();
+    routed.push_back(std::move(**stored));
+  }
+  Shape shared_shape = shape;
+  shared_shape.dims[cut] = names.shared_size;
+  std::vector<std::byte> pieces(size_t(extra * rows) * row_bytes);  // zero rows and columns past the end
+  if (extra > 0) {
+    auto shared = weights.quantized(names.shared, shared_shape);
+    if (!shared.ok()) return shared.error();
+    if (!*shared) return none();
+    const QuantizedWeight& s = **shared;
+    const int64_t width = shape[cut];
+    if (cut == 0) {
+      if (!(s.layout == layout)) return none();
+      std::memcpy(pieces.data(), s.rows.data(), s.rows.size());
+    } else {
+      const int64_t n = names.shared_size;
+      const size_t shared_row = quant_row_total(s.layout, n);
+      for (int64_t i = 0; i < extra; ++i) {
+        const int64_t begin = i * width, count = std::min(width, n - begin);
+        for (int64_t r = 0; r < rows; ++r)
+          if (!cut_stored_columns(s.layout, s.rows.data() + size_t(r) * shared_row, n, begin, count, layout, width,
+                                  pieces.data() + size_t(i * rows + r) * row_bytes))
+            return none();
+      }
+    }
+  }
+  OwnedTensor tensor = backend.alloc_quantized(layout, all);
+  for (int64_t e = 0; e < names.experts; ++e)
+    backend.upload(tensor.view().first_dim_slice(e, 1), routed[size_t(e)].rows.data());
+  if (extra > 0) backend.upload(tensor.view().first_dim_slice(names.experts, extra), pieces.data());
+  return std::optional<OwnedTensor>(std::move(tensor));
+}
+
 }  // namespace
 
 std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k) {
@@ -228,6 +315,9 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   all.rank = shape.rank + 1;
   all.dims[0] = names.experts + extra;
   for (int i = 0; i < shape.rank; ++i) all.dims[i + 1] = shape[i];
+  auto quantized = quantized_experts(weights, backend, names, shape, cut, all, extra);
+  if (!quantized.ok()) return quantized.error();
+  if (*quantized) return std::move(**quantized);  // as stored: --quantize leaves it
   OwnedTensor tensor;
   // Allocates the stack at the first tensor's dtype; every other must give the same.
   auto check_dtype = [&](const TensorInfo& info, const std::string& name) -> Status {
