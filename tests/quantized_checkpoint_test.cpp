@@ -5,9 +5,12 @@
 // format stands for as f32 weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "backend/backend_factory.h"
 #include "backend/cpu/cpu_backend.h"
@@ -23,7 +26,9 @@
 namespace lockstep {
 namespace {
 
-enum class Stored { mlx4_bf16_g64, mlx8_f16_g32, fp8_blocks, fp8_tensor };
+// mlx8_switch_mlp: mlx8_f16_g32 with each MoE layer's routed experts in one stack, as mlx-lm
+// saves them (mixer.switch_mlp.fc1 and fc2: [experts, rows, k]).
+enum class Stored { mlx4_bf16_g64, mlx8_f16_g32, mlx8_switch_mlp, fp8_blocks, fp8_tensor };
 
 struct Case {
   std::string family;
@@ -57,10 +62,13 @@ void add_values(Written& out, const std::string& name, const Shape& shape, const
   out.values.add(name, DType::f32, shape, std::move(bytes));
 }
 
-// MLX affine: words [m, k * bits / 32], scales and biases [m, k / group].
+// MLX affine: words [lead..., k * bits / 32], scales and biases [lead..., k / group]; lead is the
+// rows, or the experts and rows of a stack. The values go to out.values under `name`, or for a
+// stack under each of `expert_names`.
 bool add_affine(Written& out, const std::string& name, const Shape& shape, const std::vector<float>& x,
-                QuantLayout layout) {
-  const int64_t m = shape[0], k = shape[1];
+                QuantLayout layout, const std::vector<std::string>& expert_names = {}) {
+  const int last = shape.rank - 1;
+  const int64_t k = shape[last], m = shape.numel() / k;
   if (k % layout.group != 0) return false;
   auto sizes = quant_row_bytes(layout, size_t(k));
   EXPECT_TRUE(sizes.ok());
@@ -70,11 +78,39 @@ bool add_affine(Written& out, const std::string& name, const Shape& shape, const
   std::vector<float> values(x.size());
   EXPECT_TRUE(dequantize_rows(layout, size_t(k), {words, scales, biases}, values).ok());
   const std::string base = name.substr(0, name.size() - 7);  // less ".weight"
-  add_part(out, name, DType::u32, {m, k * layout.bits / 32}, std::move(words));
-  add_part(out, base + ".scales", layout.scale_type, {m, k / layout.group}, std::move(scales));
-  add_part(out, base + ".biases", layout.scale_type, {m, k / layout.group}, std::move(biases));
-  add_values(out, name, shape, values);
+  Shape word_shape = shape, scale_shape = shape;
+  word_shape.dims[last] = k * layout.bits / 32;
+  scale_shape.dims[last] = k / layout.group;
+  add_part(out, name, DType::u32, word_shape, std::move(words));
+  add_part(out, base + ".scales", layout.scale_type, scale_shape, std::move(scales));
+  add_part(out, base + ".biases", layout.scale_type, scale_shape, std::move(biases));
+  if (expert_names.empty()) {
+    add_values(out, name, shape, values);
+    return true;
+  }
+  const int64_t per_expert = values.size() / expert_names.size();
+  for (size_t e = 0; e < expert_names.size(); ++e)
+    add_values(out, expert_names[e], {shape[1], shape[2]},
+               {values.begin() + int64_t(e) * per_expert, values.begin() + int64_t(e + 1) * per_expert});
   return true;
+}
+
+// Where `name` is routed expert e's up or down projection: "P" + "mixer.experts.E.up_proj.weight"
+// gives P, E and "up"; nullopt for any other name.
+struct ExpertName {
+  std::string prefix;
+  int expert;
+  std::string projection;
+};
+std::optional<ExpertName> expert_name(const std::string& name) {
+  const std::string marker = "mixer.experts.";
+  const size_t at = name.find(marker);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t dot = name.find('.', at + marker.size());
+  const std::string rest = name.substr(dot + 1);
+  if (rest != "up_proj.weight" && rest != "down_proj.weight") return std::nullopt;
+  return ExpertName{name.substr(0, at), std::stoi(name.substr(at + marker.size(), dot - at - marker.size())),
+                    rest.substr(0, rest.find('_'))};
 }
 
 // FP8 e4m3 with a scale per square block of `block` (block 0: one scale for the tensor), as
@@ -121,7 +157,29 @@ Written write_fixture(const std::string& family, Stored stored) {
   EXPECT_TRUE(checkpoint.ok());
   Written out;
   int quantized = 0;
+  // mlx8_switch_mlp: each layer's routed experts, by projection, stacked as mlx-lm saves them.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> stacks;
   for (const std::string& name : (*checkpoint)->names()) {
+    std::optional<ExpertName> expert = expert_name(name);
+    if (stored == Stored::mlx8_switch_mlp && expert) stacks[{expert->prefix, expert->projection}].push_back(name);
+  }
+  for (auto& [key, names] : stacks) {
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return expert_name(a)->expert < expert_name(b)->expert;
+    });
+    const TensorInfo first = *(*checkpoint)->find(names[0]);
+    std::vector<float> x;
+    for (const std::string& name : names) {
+      const TensorInfo info = *(*checkpoint)->find(name);
+      x.insert(x.end(), static_cast<const float*>(info.data), static_cast<const float*>(info.data) + info.shape.numel());
+    }
+    const std::string stack = key.first + "mixer.switch_mlp." + (key.second == "up" ? "fc1" : "fc2") + ".weight";
+    EXPECT_TRUE(add_affine(out, stack, {int64_t(names.size()), first.shape[0], first.shape[1]}, x,
+                           {QuantFormat::mlx_affine, 32, 8, DType::f16}, names));
+    ++quantized;
+  }
+  for (const std::string& name : (*checkpoint)->names()) {
+    if (stored == Stored::mlx8_switch_mlp && expert_name(name)) continue;  // in a stack
     TensorInfo info = *(*checkpoint)->find(name);
     std::vector<float> x(static_cast<const float*>(info.data), static_cast<const float*>(info.data) + info.shape.numel());
     bool done = false;
@@ -133,6 +191,7 @@ Written write_fixture(const std::string& family, Stored stored) {
           done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 64, 4, DType::bf16});
           break;
         case Stored::mlx8_f16_g32:
+        case Stored::mlx8_switch_mlp:
           done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 32, 8, DType::f16});
           break;
         case Stored::fp8_blocks: done = !embedding && add_fp8(out, name, info.shape, x, 32); break;
@@ -178,6 +237,8 @@ std::vector<Case> cases() {
     for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
       out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64", backend});
       out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32", backend});
+      if (std::string(family).find("moe") != std::string::npos || std::string(family).find("mtp") != std::string::npos)
+        out.push_back({family, Stored::mlx8_switch_mlp, "mlx8_switch_mlp", backend});
       out.push_back({family, Stored::fp8_blocks, "fp8_blocks32", backend});
       out.push_back({family, Stored::fp8_tensor, "fp8_per_tensor", backend});
     }

@@ -22,7 +22,7 @@ namespace lockstep {
 // A weight its source holds quantized, as stored rows (tensor/quant_tensor.h), ready to upload.
 struct QuantizedWeight {
   QuantLayout layout;
-  Shape shape;                  // the matrix it stands for, [rows, k]
+  Shape shape;                  // what it stands for: [rows, k], or a stack of experts [experts, rows, k]
   std::vector<std::byte> rows;  // quant_row_total(layout, k) bytes a row
 };
 

@@ -1,5 +1,6 @@
 #include "io/quantized_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace lockstep {
@@ -25,19 +26,29 @@ std::vector<std::byte> stored_rows(int64_t rows, const std::vector<std::pair<con
   return out;
 }
 
-// MLX affine: weight uint32 [rows, k * bits / 32], scales and biases [rows, k / group].
+// Whether `part` has the leading dimensions of `expected` (all but the last).
+bool same_lead(const Shape& part, const Shape& expected) {
+  if (part.rank != expected.rank) return false;
+  for (int i = 0; i + 1 < expected.rank; ++i)
+    if (part[i] != expected[i]) return false;
+  return true;
+}
+
+// MLX affine: weight uint32 [lead..., k * bits / 32], scales and biases [lead..., k / group]; lead
+// is the rows, or experts and rows for a stack of experts (mlx-lm's switch_mlp).
 Expected<QuantizedWeight> affine(const TensorInfo& words, const TensorInfo& scales, const TensorInfo& biases,
                                  const Shape& expected) {
-  const int64_t rows = expected[0], k = expected[1];
-  if (words.dtype != DType::u32 || words.shape.rank != 2 || words.shape[0] != rows)
+  const int last = expected.rank - 1;
+  const int64_t k = expected[last], rows = expected.numel() / std::max<int64_t>(k, 1);
+  if (words.dtype != DType::u32 || !same_lead(words.shape, expected))
     return part_error(words, "is not uint32 words of " + std::to_string(rows) + " rows (an MLX quantized weight of " +
                                  expected.to_string() + ")");
-  if (scales.shape.rank != 2 || scales.shape[0] != rows || !(biases.shape == scales.shape) ||
-      biases.dtype != scales.dtype || scales.shape[1] <= 0 || k % scales.shape[1] != 0)
+  if (!same_lead(scales.shape, expected) || !(biases.shape == scales.shape) || biases.dtype != scales.dtype ||
+      scales.shape[last] <= 0 || k % scales.shape[last] != 0)
     return part_error(scales, "and its biases do not give a group size for rows of " + std::to_string(k) + " values");
-  const int64_t bits = words.shape[1] * 32 / k;
-  QuantLayout layout{QuantFormat::mlx_affine, int(k / scales.shape[1]), int(bits), scales.dtype};
-  if (words.shape[1] * 32 != bits * k) return part_error(words, "has a word count no bit width gives");
+  const int64_t bits = words.shape[last] * 32 / k;
+  QuantLayout layout{QuantFormat::mlx_affine, int(k / scales.shape[last]), int(bits), scales.dtype};
+  if (words.shape[last] * 32 != bits * k) return part_error(words, "has a word count no bit width gives");
   Status valid = check_layout(layout);
   if (!valid.ok()) return part_error(words, "is not a layout lockstep reads: " + valid.message());
   Expected<RowBytes> bytes = quant_row_bytes(layout, size_t(k));
@@ -96,7 +107,8 @@ Expected<QuantizedWeight> fp8_tensor(const TensorInfo& codes, const TensorInfo& 
 Expected<std::optional<QuantizedWeight>> read_quantized(const WeightSource& weights, const std::string& name,
                                                         const Shape& expected) {
   const std::string suffix = ".weight";
-  if (expected.rank != 2 || name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+  if (expected.rank < 2 || expected.rank > 3 || name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return std::optional<QuantizedWeight>{};
   const std::string base = name.substr(0, name.size() - suffix.size());
   auto part = [&](const std::string& part_name) -> Expected<TensorInfo> { return weights.find(part_name); };
@@ -107,7 +119,7 @@ Expected<std::optional<QuantizedWeight>> read_quantized(const WeightSource& weig
     if (!scales.ok()) return scales.error();
     if (!biases.ok()) return make_error("tensor '" + base + ".scales' has no '" + base + ".biases' beside it (MLX affine)");
     found = affine(*words, *scales, *biases, expected);
-  } else if (weights.has(name + "_scale_inv") || weights.has(base + ".weight_scale")) {
+  } else if (expected.rank == 2 && (weights.has(name + "_scale_inv") || weights.has(base + ".weight_scale"))) {
     auto codes = part(name);
     if (!codes.ok()) return codes.error();
     if (codes->dtype != DType::f8_e4m3 || !(codes->shape == expected))
@@ -135,7 +147,7 @@ Expected<std::optional<QuantizedWeight>> WeightSource::quantized(const std::stri
 }
 
 std::vector<float> dequantized_values(const QuantizedWeight& weight) {
-  const int64_t rows = weight.shape[0], k = weight.shape[1];
+  const int64_t k = weight.shape[weight.shape.rank - 1], rows = weight.shape.numel() / std::max<int64_t>(k, 1);
   const size_t row_bytes = quant_row_total(weight.layout, k);
   std::vector<float> values(size_t(rows * k));
   for (int64_t r = 0; r < rows; ++r)

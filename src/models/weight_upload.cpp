@@ -170,16 +170,18 @@ bool cut_stored_columns(const QuantLayout& from, const std::byte* row, int64_t n
   return true;
 }
 
-// The MoE stack upload_experts makes, kept quantized: when each routed expert (one tensor each)
-// and the shared expert come quantized in one layout, and the shared expert's cut falls on whole
+// The MoE stack upload_experts makes, kept quantized: when the routed experts (one tensor each,
+// or one stack) and the shared expert come quantized in one layout, and the shared expert's cut falls on whole
 // blocks (cut_stored_columns), the stack is their stored rows. nullopt otherwise: the stack then
 // loads as f32 values.
 Expected<std::optional<OwnedTensor>> quantized_experts(const WeightSource& weights, Backend& backend,
                                                        const ExpertNames& names, const Shape& shape, int cut,
                                                        const Shape& all, int64_t extra) {
   auto none = [] { return std::optional<OwnedTensor>(); };
-  if (names.stacked || !backend.runs_quantized() || shape.rank != 2) return none();
-  auto first = weights.quantized(names.routed.at(0), shape);
+  if (!backend.runs_quantized() || shape.rank != 2) return none();
+  Shape stacked = all;
+  stacked.dims[0] = names.experts;
+  auto first = weights.quantized(names.routed.at(0), names.stacked ? stacked : shape);
   if (!first.ok()) return first.error();
   if (!*first) return none();
   const QuantLayout layout = (*first)->layout;
@@ -188,7 +190,7 @@ Expected<std::optional<OwnedTensor>> quantized_experts(const WeightSource& weigh
   // Every part is read first: a layout that does not fit changes nothing.
   std::vector<QuantizedWeight> routed;
   routed.push_back(std::move(**first));
-  for (int64_t e = 1; e < names.experts; ++e) {
+  for (int64_t e = 1; e < names.experts && !names.stacked; ++e) {
     auto stored = weights.quantized(names.routed.at(size_t(e)), shape);
     if (!stored.ok()) return stored.error();
     if (!*stored || !((*stored)->layout == layout)) return none();
@@ -219,8 +221,11 @@ Expected<std::optional<OwnedTensor>> quantized_experts(const WeightSource& weigh
     }
   }
   OwnedTensor tensor = backend.alloc_quantized(layout, all);
-  for (int64_t e = 0; e < names.experts; ++e)
-    backend.upload(tensor.view().first_dim_slice(e, 1), routed[size_t(e)].rows.data());
+  if (names.stacked)
+    backend.upload(tensor.view().first_dim_slice(0, names.experts), routed[0].rows.data());
+  else
+    for (int64_t e = 0; e < names.experts; ++e)
+      backend.upload(tensor.view().first_dim_slice(e, 1), routed[size_t(e)].rows.data());
   if (extra > 0) backend.upload(tensor.view().first_dim_slice(names.experts, extra), pieces.data());
   return std::optional<OwnedTensor>(std::move(tensor));
 }
@@ -330,7 +335,9 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   if (names.stacked) {
     Shape stacked = all;
     stacked.dims[0] = names.experts;
-    auto info = weights.get(names.routed.at(0), stacked);
+    std::vector<float> keep;
+    auto info = plain_values(weights, names.routed.at(0), stacked, keep);
+    dequantized = dequantized || !keep.empty();
     if (!info.ok()) return info.error();
     LOCKSTEP_TRY(check_dtype(*info, names.routed[0]));
     upload_into(backend, *info, tensor.view().first_dim_slice(0, names.experts));

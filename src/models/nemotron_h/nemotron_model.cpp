@@ -142,8 +142,8 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
       MoeWeights& moe = layer.moe;
       load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::router);
       load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
-      // Checkpoints hold one tensor per expert, or (as transformers 5 may save them) one
-      // stacked tensor for all experts. The shared expert joins them as the last experts, so
+      // Checkpoints hold one tensor per expert, or (as transformers 5 and mlx-lm may save them)
+      // one stacked tensor for all experts. The shared expert joins them as the last experts, so
       // one grouped launch runs it with the routed ones.
       ExpertNames ups{{}, false, c.experts, p + "mixer.shared_experts.up_proj.weight", c.shared_inner};
       ExpertNames downs{{}, false, c.experts, p + "mixer.shared_experts.down_proj.weight", c.shared_inner};
@@ -154,6 +154,11 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
       if (!weights.has(ups.routed[0]) && weights.has(p + "mixer.experts.up_proj")) {
         ups.routed = {p + "mixer.experts.up_proj"};
         downs.routed = {p + "mixer.experts.down_proj"};
+        ups.stacked = downs.stacked = true;
+      } else if (!weights.has(ups.routed[0]) && weights.has(p + "mixer.switch_mlp.fc1.weight")) {
+        // mlx-lm's stack of the routed experts (its SwitchMLP), quantized or not.
+        ups.routed = {p + "mixer.switch_mlp.fc1.weight"};
+        downs.routed = {p + "mixer.switch_mlp.fc2.weight"};
         ups.stacked = downs.stacked = true;
       }
       if (!status.ok()) return status;
