@@ -1,13 +1,16 @@
 #include "io/dummy_weights.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <thread>
 #include <unistd.h>
 #include <vector>
+
+#include "tensor/quant.h"
+#include "tensor/quant_tensor.h"
 
 namespace lockstep {
 
@@ -31,6 +34,66 @@ uint64_t name_hash(const std::string& name) {
 }
 
 }  // namespace
+
+Expected<std::optional<QuantizedWeight>> DummyWeights::quantized(const std::string& name,
+                                                                 const Shape& expected) const {
+  const std::optional<QuantLayout>& wanted = matmul_quantization();
+  std::optional<QuantizedWeight> none;
+  if (!wanted || expected.rank != 2 || ends_with(name, "mixer.gate.weight")) return none;
+  const int64_t rows = expected[0], k = expected[1];
+  const std::optional<QuantLayout> layout = layout_for_rows(*wanted, k);
+  if (!layout) return none;
+  const QuantFormat format = layout->format;
+  if (format != QuantFormat::q8_0 && format != QuantFormat::q4_0 && format != QuantFormat::mlx_affine &&
+      format != QuantFormat::fp8_e4m3)
+    return none;
+  Expected<RowBytes> parts = quant_row_bytes(*layout, size_t(k));
+  if (!parts.ok()) return parts.error();
+  const size_t row_bytes = parts->total();
+  QuantizedWeight out{*layout, expected, std::vector<std::byte>(size_t(rows) * row_bytes)};
+  // The plain weights' spread: uniform with std 1/sqrt(k) (0.02 for embeddings), half-width a.
+  const float half_width = (name.find("embed") != std::string::npos ? 0.02f : 1.0f / std::sqrt(float(k))) * 1.7320508f;
+  uint64_t state = seed_ ^ name_hash(name) ^ 0x5175616e74ull;
+  auto* bytes = reinterpret_cast<uint8_t*>(out.rows.data());
+  for (size_t i = 0; i + 8 <= out.rows.size(); i += 8) {
+    const uint64_t word = splitmix64(state);
+    std::memcpy(bytes + i, &word, 8);
+  }
+  auto put16 = [](uint8_t* p, uint16_t v) { p[0] = uint8_t(v), p[1] = uint8_t(v >> 8); };
+  auto put_scale = [&](uint8_t* p, DType type, float v) {
+    if (type == DType::f32) std::memcpy(p, &v, 4);
+    else put16(p, type == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v));
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = bytes + size_t(r) * row_bytes;
+    switch (format) {
+      case QuantFormat::q8_0:  // d * q, q in -128..127
+      case QuantFormat::q4_0:  // d * (q - 8)
+        for (int64_t b = 0; b < k / 32; ++b)
+          put16(row + b * (format == QuantFormat::q8_0 ? 34 : 18),
+                f32_to_f16(half_width / (format == QuantFormat::q8_0 ? 128.0f : 8.0f)));
+        break;
+      case QuantFormat::mlx_affine: {  // scale * q + bias over [-a, a]
+        const size_t size = dtype_size(layout->scale_type), groups = size_t(k / layout->group);
+        const float scale = 2.0f * half_width / float((1 << layout->bits) - 1);
+        for (size_t g = 0; g < groups; ++g) {
+          put_scale(row + parts->values + g * size, layout->scale_type, scale);
+          put_scale(row + parts->values + parts->scales + g * size, layout->scale_type, -half_width);
+        }
+        break;
+      }
+      default: {  // FP8: code * scale, codes of magnitude up to 448; no NaN codes
+        for (int64_t i = 0; i < k; ++i)
+          if ((row[i] & 0x7f) == 0x7f) row[i] = uint8_t(row[i] - 1);
+        for (size_t b = 0; b < parts->scales / 4; ++b) {
+          const float scale = half_width / 448.0f;
+          std::memcpy(row + parts->values + b * 4, &scale, 4);
+        }
+      }
+    }
+  }
+  return std::optional<QuantizedWeight>(std::move(out));
+}
 
 Expected<TensorInfo> DummyWeights::find(const std::string& name) const {
   return make_error("dummy weights make '" + name + "' only when asked with its shape");

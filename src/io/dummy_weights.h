@@ -5,7 +5,7 @@
 // Scales follow the tensor's role, read from its name: norm weights and D are 1, A_log is
 // log(1..heads), dt_bias gives dt near 0.01, other biases are 0, embeddings are uniform with
 // std 0.02, and every other matrix is uniform with std 1/sqrt(inputs). Matrices are bf16, as
-// released checkpoints are; vectors are f32.
+// released checkpoints are, or with --quantize random rows of its layout; vectors are f32.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +24,12 @@ class DummyWeights : public WeightSource {
   // Needs a shape: find() is an error; use get().
   [[nodiscard]] Expected<TensorInfo> find(const std::string& name) const override;
   std::vector<std::string> names() const override { return {}; }
-  // Random weights are plain f32 or bf16 (--quantize quantizes them as they load).
-  [[nodiscard]] Expected<std::optional<QuantizedWeight>> quantized(const std::string&, const Shape&) const override {
-    return std::optional<QuantizedWeight>{};
-  }
+  // Without --quantize none. With it (matmul_quantization()), each matrix --quantize would
+  // quantize (rank 2, not a MoE router) comes as random rows of that layout, as fast as random
+  // bytes: codes at random, scales that keep values near the plain weights' size (q8_0, q4_0,
+  // MLX affine, FP8; other layouts load plain and quantize as they load).
+  [[nodiscard]] Expected<std::optional<QuantizedWeight>> quantized(const std::string& name,
+                                                                  const Shape& expected) const override;
   // Makes `name` with shape `expected`. The data stays valid until the next get(); not
   // thread-safe.
   [[nodiscard]] Expected<TensorInfo> get(const std::string& name, const Shape& expected) const override;

@@ -232,18 +232,6 @@ Expected<std::optional<OwnedTensor>> quantized_experts(const WeightSource& weigh
 
 }  // namespace
 
-std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k) {
-  if (k > 0 && k % block_values(layout) == 0) return layout;
-  if (layout.format != QuantFormat::mlx_affine && layout.format != QuantFormat::fp8_e4m3) return std::nullopt;
-  for (int group : {64, 32}) {
-    if (group >= layout.group || k % group != 0) continue;
-    QuantLayout smaller = layout;
-    smaller.group = group;
-    return smaller;
-  }
-  return std::nullopt;
-}
-
 Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,
                                     const Shape& shape, WeightUse use) {
   auto stored = weights.quantized(name, shape);

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "io/checkpoint.h"
+#include "tensor/quant_tensor.h"
 
 namespace lockstep {
 
@@ -20,10 +21,7 @@ enum class WeightUse {
   vector,  // norm weights, biases: always f32
 };
 
-// The layout a matrix whose rows hold k values takes under `--quantize` to `layout`: `layout`
-// itself when k is whole blocks of it; for MLX affine and FP8, whose groups are a choice, the
-// largest group of 64 or 32 values that k is whole groups of; else nullopt (GGUF blocks are fixed).
-std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k);
+// layout_for_rows (the layout a matrix takes under --quantize) is in tensor/quant_tensor.h.
 
 // Reads `name`, checks its shape, converts it for `use` and uploads it.
 [[nodiscard]] Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backend, const std::string& name,

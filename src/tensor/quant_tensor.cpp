@@ -56,4 +56,16 @@ Status quantize_stored_row(const QuantLayout& layout, const float* x, int64_t n,
   return quantize_rows(layout, size_t(n), {x, size_t(n)}, parts);
 }
 
+std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k) {
+  if (k > 0 && k % block_values(layout) == 0) return layout;
+  if (layout.format != QuantFormat::mlx_affine && layout.format != QuantFormat::fp8_e4m3) return std::nullopt;
+  for (int group : {64, 32}) {
+    if (group >= layout.group || k % group != 0) continue;
+    QuantLayout smaller = layout;
+    smaller.group = group;
+    return smaller;
+  }
+  return std::nullopt;
+}
+
 }  // namespace lockstep

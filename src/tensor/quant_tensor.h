@@ -18,4 +18,9 @@ void dequantize_stored_row(const QuantLayout& layout, const std::byte* row, int6
 // Quantizes n values into one stored row (quant.h's quantize_rows); fails as it does.
 [[nodiscard]] Status quantize_stored_row(const QuantLayout& layout, const float* x, int64_t n, std::byte* row);
 
+// The layout a matrix whose rows hold k values takes under `--quantize` to `layout`: `layout`
+// itself when k is whole blocks of it; for MLX affine and FP8, whose groups are a choice, the
+// largest group of 64 or 32 values that k is whole groups of; else nullopt (GGUF blocks are fixed).
+std::optional<QuantLayout> layout_for_rows(const QuantLayout& layout, int64_t k);
+
 }  // namespace lockstep

@@ -99,6 +99,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   if (first >= last) return;  // the whole block leaves together: no barrier is skipped
   const int64_t col0 = int64_t(blockIdx.x) * kColsPerBlock + warp * kColsPerWarp;
   const bool vector_ok = k % 8 == 0;  // x's loads
+  decltype(w.row(0, 0, 0, 0)) w_rows[kColsPerWarp];  // this warp's weight rows (column 0 past m)
+#pragma unroll
+  for (int c = 0; c < kColsPerWarp; ++c) w_rows[c] = w.row(group, rows.group_stride, col0 + c < m ? col0 + c : 0, k);
 
   for (int64_t tile = first; tile < last; tile += kRowTile) {
     const int tile_rows = int(min64(kRowTile, last - tile));
@@ -118,12 +121,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       // This warp's weights for the span, in registers before the barrier.
       float wv[kColsPerWarp][kGroup][8];
 #pragma unroll
-      for (int c = 0; c < kColsPerWarp; ++c) {
-        const int64_t col = col0 + c;
-        const auto* w_row = w.row(group, rows.group_stride, col < m ? col : 0, k);
+      for (int c = 0; c < kColsPerWarp; ++c)
 #pragma unroll
-        for (int q = 0; q < kGroup; ++q) w.load8(w_row, span + q * kChunk + lane * 8, col < m ? k : 0, wv[c][q]);
-      }
+        for (int q = 0; q < kGroup; ++q) w.load8(w_rows[c], span + q * kChunk + lane * 8, col0 + c < m ? k : 0, wv[c][q]);
       if constexpr (kStaged) {
         __syncthreads();  // the previous span's x values are no longer read
         for (int i = threadIdx.x; i < kRowTile * kSpan; i += kWarps * 32) {

@@ -10,7 +10,7 @@ bool quant_kind_of(const QuantLayout& layout, QuantKind* kind) {
     case QuantFormat::q4_k: *kind = QuantKind::q4_k; return true;
     case QuantFormat::q5_k: *kind = QuantKind::q5_k; return true;
     case QuantFormat::q6_k: *kind = QuantKind::q6_k; return true;
-    case QuantFormat::fp8_e4m3: *kind = QuantKind::fp8; return layout.group > 0;
+    case QuantFormat::fp8_e4m3: *kind = QuantKind::fp8; return layout.group == 32 || layout.group == 64 || layout.group == 128;
     case QuantFormat::mlx_affine:
       *kind = layout.bits == 2 ? QuantKind::affine2 : layout.bits == 4 ? QuantKind::affine4 : QuantKind::affine8;
       return layout.bits == 2 || layout.bits == 4 || layout.bits == 8;
@@ -22,7 +22,8 @@ QuantView quant_view(const void* data, const QuantLayout& layout, int64_t k) {
   QuantView view;
   view.data = static_cast<const uint8_t*>(data);
   view.row_bytes = quant_row_total(layout, k);
-  view.group = layout.group;
+  for (int shift = 0; shift < 8; ++shift)
+    if (layout.group == 1 << shift) view.group_shift = shift;
   view.scale_type = layout.scale_type;
   if (layout.format == QuantFormat::mlx_affine) {
     view.values_bytes = size_t(k) * size_t(layout.bits) / 8;

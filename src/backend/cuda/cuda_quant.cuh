@@ -84,14 +84,14 @@ struct QuantView {
   size_t row_bytes = 0;
   size_t values_bytes = 0;  // affine, fp8: where a row's scales start
   size_t scales_bytes = 0;  // affine: where a row's biases start, after the scales
-  int group = 0;            // affine, fp8: values a scale
+  int group_shift = 0;      // affine, fp8: log2 of the values a scale (32, 64 or 128)
   DType scale_type = DType::f32;
 };
 
 inline void key_add(LaunchKey& key, const QuantView& v) {
   static_assert(sizeof(QuantView) == 40, "key_add(QuantView) must list every field");
   key_add(key, v.data), key_add(key, v.row_bytes), key_add(key, v.values_bytes), key_add(key, v.scales_bytes);
-  key_add(key, v.group), key_add(key, v.scale_type);
+  key_add(key, v.group_shift), key_add(key, v.scale_type);
 }
 
 // The view of `layout`'s rows of k values at `data` (cuda_quant.cu).
@@ -110,8 +110,11 @@ struct QuantWeights : QuantView {
   }
 
   // Values at .. at + 7 of `row` (at % 8 == 0); zeros when at >= k (k is a whole number of blocks).
-  __device__ void load8(const uint8_t* row, int64_t at, int64_t k, float (&out)[8]) const {
-    if (at >= k) {
+  __device__ void load8(const uint8_t* row, int64_t at64, int64_t k, float (&out)[8]) const {
+    // Rows are under 2^31 values: 32-bit offsets, and shifts for the power-of-two groups (a
+    // 64-bit division by a group held in a register would cost more than the decode).
+    const uint32_t at = uint32_t(at64);
+    if (at64 >= k) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) out[i] = 0.0f;
       return;
@@ -160,7 +163,7 @@ struct QuantWeights : QuantView {
         out[i] = __fmul_rn(ds, small_int<32>(code));
       }
     } else if constexpr (kKind == QuantKind::fp8) {
-      const float scale = f32_at(row + values_bytes + size_t(at / group) * 4);
+      const float scale = f32_at(row + values_bytes + (at >> group_shift) * 4);
       uint8_t q[8];
       load_bytes8(row + at, q);
 #pragma unroll
@@ -168,7 +171,7 @@ struct QuantWeights : QuantView {
     } else {
       constexpr int kBits = kKind == QuantKind::affine2 ? 2 : kKind == QuantKind::affine4 ? 4 : 8;
       constexpr int kPerWord = 32 / kBits;
-      const size_t size = scale_type == DType::f32 ? 4 : 2, g = size_t(at / group);
+      const uint32_t size = scale_type == DType::f32 ? 4 : 2, g = at >> group_shift;
       const float scale = scale_at(row + values_bytes + g * size);
       const float bias = scale_at(row + values_bytes + scales_bytes + g * size);
       const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + at / kPerWord;
