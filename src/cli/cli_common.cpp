@@ -42,7 +42,7 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
                      "quantize the weight matrices as they load (embeddings too; not norms or MoE routers): q8_0 and "
                      "q4_0 (GGUF's blocks of 32), q4 (MLX affine 4-bit, bf16 scale and bias per 64 values), fp8 "
                      "(e4m3, an f32 scale per 128 values); q4 and fp8 take groups of 64 or 32 for a matrix whose "
-                     "rows are not whole groups; cpu backend only for now")
+                     "rows are not whole groups; both backends")
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4", "fp8"}));
 }
 
