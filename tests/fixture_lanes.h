@@ -32,7 +32,7 @@ class FixtureLanes : public ::testing::TestWithParam<std::string> {
     backend = make_test_backend(at == std::string::npos ? "cpu" : param.substr(at + 1));
     family = param.substr(0, at);
     ModelOptions options;
-    options.max_rows = 64;
+    options.max_rows = kChunk + 8;  // a chunk and up to 8 decoding rows ride in one fill step
     options.max_context = 512;
     options.kv_pages = 24 * 32;
     options.state_slots = 24;

@@ -83,7 +83,8 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
     if (text.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(parse_line(text, flags, *model_text));
 
   ModelOptions options;
-  options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
+  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step).
+  options.max_rows = flags.chunk + flags.parallel;
   options.max_context = model_flags.context;
   options.state_slots = flags.parallel;
   size_draft_slots(flags.drafts, flags.parallel, options);

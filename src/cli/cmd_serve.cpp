@@ -91,7 +91,8 @@ int run_serve(const ServeFlags& flags) {
 
   // Models with state: as many state slots again hold the prompt cache's snapshots on the device.
   ModelOptions options;
-  options.max_rows = std::max<int64_t>(flags.chunk, flags.parallel);
+  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step).
+  options.max_rows = flags.chunk + flags.parallel;
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
   size_draft_slots(flags.drafts, flags.parallel, options);
   ModelFlags model_flags = flags.model;

@@ -152,17 +152,27 @@ bool LaneHost::step() {
   take_submissions();
   drop_cancelled();
   admit();
-  Stream* filling = nullptr;
-  bool decoding = false;
+  Stream* oldest_filling = nullptr;
+  int64_t decoding = 0;
   for (auto& stream : active_) {
-    if (stream->phase == Phase::filling && !filling) filling = stream.get();
-    if (stream->phase == Phase::decoding) decoding = true;
+    if (stream->phase == Phase::filling && !oldest_filling) oldest_filling = stream.get();
+    decoding += stream->phase == Phase::decoding;
   }
-  if (decoding && (last_was_fill_ || !filling)) {
+  // The decoding rows ride in a fill step when they fit beside the oldest filling stream's
+  // chunk; where they do not (a pass of the model's max_rows holds a chunk and no more), fill
+  // steps without them and rounds alternate.
+  const auto rides = [&] {
+    const FillChunk& next = oldest_filling->plan[oldest_filling->next_chunk];
+    return decoding + (next.end - next.begin) <= runner_.info().max_rows;
+  };
+  if (oldest_filling && (decoding == 0 || rides())) {
+    fill_step(true);
+    last_was_fill_ = true;
+  } else if (decoding > 0 && (last_was_fill_ || !oldest_filling)) {
     round();
     last_was_fill_ = false;
-  } else if (filling) {
-    fill_step(*filling);
+  } else if (oldest_filling) {
+    fill_step(false);
     last_was_fill_ = true;
   } else {
     return false;

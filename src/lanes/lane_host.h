@@ -1,11 +1,14 @@
-// The lane host: one thread owns the model and decides what runs next, a fill step (one chunk
-// of one filling stream) or a round (one row of every decoding stream, in one forward pass).
+// The lane host: one thread owns the model and decides what runs next, a fill step or a round
+// (one row of every decoding stream, or its verify window, in one forward pass).
 //
-// Policy: admit queued streams in arrival order while their memory fits; then, if a fill step
-// ran last and some stream is decoding, run a round; otherwise fill the oldest filling stream
-// by one chunk; otherwise run a round. Fills and rounds alternate while both have work, so a
-// decoding stream waits at most about one chunk and one round between tokens, and a long
-// prompt never stalls the others.
+// Policy: admit queued streams in arrival order while their memory fits; then, while some
+// stream is filling, run a fill step: one pass with a row of every decoding stream and the next
+// chunk of each filling stream, oldest first, while the pass has rows (the model's max_rows;
+// the oldest always fills), so new prompts do not each cost a pass of their own and a decoding
+// stream gets a token every pass, however long a prompt fills beside it. A stream whose prompt
+// starts as an older filling one's waits for it, to resume from what it cached. Where the
+// decoding rows do not fit beside the oldest chunk, fill steps without them and rounds
+// alternate. Otherwise run a round, which verifies drafts where they pay.
 //
 // Exactness: a stream's tokens never depend on the other streams. Every op is row-invariant,
 // the fill plan cuts at fixed positions (fill_plan), and each draw is keyed by (seed, position).
@@ -188,19 +191,33 @@ class LaneHost {
     Stream* stream;
     int32_t first_row, drafts;
   };
+  // A filling stream's chunk in a fill step: its rows from first_row; the last of its prompt;
+  // whether it draws the first token; its prompt-scoring logit rows.
+  struct Filled {
+    Stream* stream;
+    FillChunk chunk;
+    int32_t first_row;
+    bool last, draws;
+    size_t scored;
+  };
 
   void run_loop();
   void take_submissions();
   void drop_cancelled();
   void admit();
-  void fill_step(Stream& stream);
+  // One pass: with `with_rounds` a row of every decoding stream, then the next chunk of each
+  // filling stream, oldest first, while the pass has rows (the oldest always); no drafts
+  // verified.
+  void fill_step(bool with_rounds);
+  // Whether a stream must wait to fill until an older one has filled the prompt start they share.
+  bool waits_for_shared_fill(const Stream& stream) const;
   void round();
   // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
   // `ahead`: positions past the stream's next (a window's later rows).
   void plan_token(Stream& stream, int32_t logit_row, int64_t ahead);
-  // With prompt_logprobs: a scoring logit row for each chunk row whose next token is the
-  // prompt's (after every plan_token row). Returns how many.
-  size_t plan_prompt_scores(const Stream& stream, const FillChunk& chunk);
+  // With prompt_logprobs: a scoring logit row for each chunk row (the chunk's rows from
+  // first_row) whose next token is the prompt's (after every plan_token row). Returns how many.
+  size_t plan_prompt_scores(const Stream& stream, const FillChunk& chunk, int32_t first_row);
   // Runs plan_, then `after_run` (if any), and accepts each logit row's id for the stream in
   // round_streams_ at its index; fails every active stream (and returns false) when the runner
   // refuses the plan.
@@ -246,6 +263,7 @@ class LaneHost {
   StepResult result_;
   std::vector<Stream*> round_streams_;  // the stream of each logit row of plan_
   std::vector<Window> windows_;         // a round's streams, in row order
+  std::vector<Filled> filled_;          // a fill step's chunks, in row order
   std::vector<int32_t> window_slots_;   // state slots for the windows' per-row states
   DraftPlan draft_plan_;
   std::vector<Stream*> draft_streams_;  // the stream of each logit row of draft_plan_

@@ -43,24 +43,65 @@ TEST_F(LaneHostTest, OneCallFillsExactlyOneChunkAtThePlannedCuts) {
   EXPECT_EQ(outcome.ids, expected_ids(request_of(100, 1)));
 }
 
-TEST_F(LaneHostTest, RoundsRunBetweenTheChunksOfALongPrompt) {
-  LaneHost host(runner, {16, 4, 16});
+TEST_F(LaneHostTest, DecodingRowsRideInEveryChunkOfALongPrompt) {
+  LaneHost host(runner, {16, 4, 16});  // max_rows 64: a chunk of 16 and the decoding rows fit
   Outcome decoding, filling;
   submit(host, request_of(3, 50), decoding);
   host.step();  // fills the short prompt; it now decodes
   submit(host, request_of(100, 2, 5), filling);
+  const size_t first = runner.calls.size();
+  for (int i = 0; i < 7; ++i) host.step();
+  // Each call is one chunk of the long prompt (one sequence of 16 rows, the last of 4) and the
+  // decoding stream's row (a sequence of one), in one pass.
+  for (size_t i = first; i < first + 7; ++i) {
+    const auto& call = runner.calls[i];
+    EXPECT_EQ(call.tokens.size(), i + 1 < first + 7 ? 17u : 5u) << "call " << i;
+    EXPECT_EQ(call.sequences, 2u) << "call " << i;
+  }
+  EXPECT_EQ(decoding.ids.size(), 1u + 7u) << "a token every pass";
+  run_until_idle(host);
+  EXPECT_EQ(decoding.ids, expected_ids(request_of(3, 50)));
+  EXPECT_EQ(filling.ids, expected_ids(request_of(100, 2, 5)));
+}
+
+TEST_F(LaneHostTest, RoundsRunBetweenChunksWhereNoRowFitsBesideThem) {
+  LaneHost host(runner, {64, 4, 16});  // a chunk of 64 fills the model's 64 rows
+  Outcome decoding, filling;
+  submit(host, request_of(3, 50), decoding);
+  host.step();
+  submit(host, request_of(300, 2, 5), filling);
   size_t first = runner.calls.size();
-  for (int i = 0; i < 14; ++i) host.step();
+  for (int i = 0; i < 8; ++i) host.step();
   if (runner.calls[first].tokens.size() == 1) ++first;  // a round may come first
-  // From here on calls alternate: a chunk of the long prompt (one sequence, many rows), then a
-  // round (the decoding stream's one row).
-  for (size_t i = first; i + 1 < runner.calls.size() && i < first + 12; i += 2) {
-    EXPECT_GT(runner.calls[i].tokens.size(), 1u) << "call " << i << " is a fill step";
+  // From here on calls alternate: a chunk of the long prompt, then a round.
+  for (size_t i = first; i + 1 < runner.calls.size(); i += 2) {
+    EXPECT_EQ(runner.calls[i].tokens.size(), 64u) << "call " << i << " is a fill step";
     EXPECT_EQ(runner.calls[i + 1].tokens.size(), 1u) << "call " << i + 1 << " is a round";
   }
   run_until_idle(host);
   EXPECT_EQ(decoding.ids, expected_ids(request_of(3, 50)));
-  EXPECT_EQ(filling.ids, expected_ids(request_of(100, 2, 5)));
+  EXPECT_EQ(filling.ids, expected_ids(request_of(300, 2, 5)));
+}
+
+TEST_F(LaneHostTest, ShortPromptsArrivingTogetherFillInOnePass) {
+  LaneHost host(runner, {32, 8, 16});
+  std::vector<Outcome> outcomes(6);
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(request_of(5 + i, 4, 10 + 3 * i));  // 5 to 10 tokens
+  for (int i = 0; i < 6; ++i) submit(host, requests[size_t(i)], outcomes[size_t(i)]);
+  host.step();
+  ASSERT_EQ(runner.calls.size(), 1u);
+  EXPECT_EQ(runner.calls[0].sequences, 6u) << "every prompt's chunk in the first pass";
+  EXPECT_EQ(runner.calls[0].tokens.size(), size_t(5 + 6 + 7 + 8 + 9 + 10));
+  for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.ids.size(), 1u) << "each has its first token";
+  // Prompts longer than a pass's rows: the oldest fills, then as many as fit beside it.
+  std::vector<Outcome> longer(3);
+  for (int i = 0; i < 3; ++i) submit(host, request_of(40, 2, 50 + i), longer[size_t(i)]);
+  run_until_idle(host);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(outcomes[size_t(i)].ids, expected_ids(requests[size_t(i)])) << "stream " << i;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(longer[size_t(i)].ids, expected_ids(request_of(40, 2, 50 + i)));
+  LaneStats stats = host.stats();
+  EXPECT_EQ(stats.finished, 9u);
 }
 
 TEST_F(LaneHostTest, ConcurrentStreamsGetTheirAloneIds) {

@@ -6,48 +6,118 @@
 
 namespace lockstep {
 
-void LaneHost::fill_step(Stream& stream) {
-  take_longer_prefix(stream);
-  const FillChunk chunk = stream.plan[stream.next_chunk];
-  const bool last = stream.next_chunk + 1 == stream.plan.size();
-  memory_.grow(stream.memory, chunk.end);
+bool LaneHost::waits_for_shared_fill(const Stream& stream) const {
+  // Before its first chunk, a stream whose prompt starts as an older filling stream's does
+  // waits for that fill to end, then resumes from what it cached (take_longer_prefix): a
+  // shared system prompt is filled once. One page in common is enough to wait for.
+  if (!caches(stream) || stream.next_chunk != 0) return false;
+  const int64_t page = memory_.pages().page_size();
+  for (const auto& older : active_) {
+    if (older.get() == &stream) return false;  // only older streams, in admission order
+    if (older->phase != Phase::filling || older->ended) continue;
+    const std::vector<int32_t>& a = stream.request.prompt;
+    const std::vector<int32_t>& b = older->request.prompt;
+    int64_t shared = 0;
+    while (shared < int64_t(std::min(a.size(), b.size())) && a[size_t(shared)] == b[size_t(shared)]) ++shared;
+    if (shared >= stream.cached + page) return true;
+  }
+  return false;
+}
+
+void LaneHost::fill_step(bool with_rounds) {
   plan_.clear();
   round_streams_.clear();
+  windows_.clear();
+  filled_.clear();
   ForwardBatch& batch = plan_.batch;
-  batch.seq_pages.push_back(&stream.memory.table);
-  if (stream.memory.slot >= 0) batch.seq_slots.push_back(stream.memory.slot);
-  for (int64_t p = chunk.begin; p < chunk.end; ++p) {
-    batch.tokens.push_back(stream.tokens[size_t(p)]);
-    batch.positions.push_back(int32_t(p));
-    batch.row_seq.push_back(0);
+  // The decoding streams ride along, a row each, so a long fill never stalls them: a row
+  // computes what it does in a round (every op is row-invariant). No drafts: a verify window's
+  // rows run the recurrence, and the fill rows beside them would too.
+  size_t width = 0;
+  for (auto& stream : active_) width += with_rounds && stream->phase == Phase::decoding;
+  for (auto& stream : active_) {
+    if (!with_rounds || stream->phase != Phase::decoding) continue;
+    const int64_t position = int64_t(stream->tokens.size()) - 1;
+    memory_.grow(stream->memory, position + 1);
+    const int32_t seq = int32_t(batch.seq_pages.size()), row = int32_t(batch.tokens.size());
+    batch.seq_pages.push_back(&stream->memory.table);
+    if (stream->memory.slot >= 0) batch.seq_slots.push_back(stream->memory.slot);
+    batch.tokens.push_back(stream->tokens.back());
+    batch.positions.push_back(int32_t(position));
+    batch.row_seq.push_back(seq);
+    plan_token(*stream, row, 0);
+    windows_.push_back({stream.get(), row, 0});
   }
-  // max_tokens 0: the prompt is filled (for its logprobs) and nothing drawn.
-  const bool draws = last && stream.request.max_tokens > 0;
-  if (draws) plan_token(stream, int32_t(chunk.end - chunk.begin - 1), 0);
-  const size_t scored = plan_prompt_scores(stream, chunk);
+  // Then the next chunk of each filling stream, oldest first, while the pass has rows: each
+  // chunk is the one its plan cuts (fill_plan), so packing changes no bits. The oldest always
+  // fills.
+  const int64_t max_rows = std::max<int64_t>(runner_.info().max_rows, 1);
+  for (auto& candidate : active_) {
+    Stream& stream = *candidate;
+    if (stream.phase != Phase::filling || stream.ended) continue;
+    const int64_t rows = int64_t(batch.tokens.size());
+    // A resumed prefix only shortens the next chunk, so the planned one bounds it.
+    const FillChunk planned = stream.plan[stream.next_chunk];
+    if (!filled_.empty() && rows + (planned.end - planned.begin) > max_rows) continue;
+    if (!filled_.empty() && waits_for_shared_fill(stream)) continue;
+    take_longer_prefix(stream);
+    const FillChunk chunk = stream.plan[stream.next_chunk];
+    const bool last = stream.next_chunk + 1 == stream.plan.size();
+    memory_.grow(stream.memory, chunk.end);
+    const int32_t seq = int32_t(batch.seq_pages.size()), first_row = int32_t(rows);
+    batch.seq_pages.push_back(&stream.memory.table);
+    if (stream.memory.slot >= 0) batch.seq_slots.push_back(stream.memory.slot);
+    for (int64_t p = chunk.begin; p < chunk.end; ++p) {
+      batch.tokens.push_back(stream.tokens[size_t(p)]);
+      batch.positions.push_back(int32_t(p));
+      batch.row_seq.push_back(seq);
+    }
+    // max_tokens 0: the prompt is filled (for its logprobs) and nothing drawn.
+    const bool draws = last && stream.request.max_tokens > 0;
+    if (draws) plan_token(stream, first_row + int32_t(chunk.end - chunk.begin) - 1, 0);
+    filled_.push_back({&stream, chunk, first_row, last, draws, 0});
+  }
+  // Every token row comes before the prompt-scoring rows (round_streams_ indexes the first).
+  for (Filled& fill : filled_) fill.scored = plan_prompt_scores(*fill.stream, fill.chunk, fill.first_row);
   {
     std::lock_guard lock(mutex_);
     ++stats_.fill_steps;
-    stats_.prompt_tokens += uint64_t(chunk.end - chunk.begin);
+    for (const Filled& fill : filled_) stats_.prompt_tokens += uint64_t(fill.chunk.end - fill.chunk.begin);
+    if (width > 0) ++stats_.rounds, stats_.round_rows += width;
   }
-  ++stream.next_chunk;
-  if (last) stream.phase = Phase::decoding;
-  // The prompt's logprobs reach the stream before its first token.
-  auto after_run = [&] {
-    cache_fill(stream, chunk.end);
-    for (size_t i = round_streams_.size(); i < round_streams_.size() + scored; ++i)
-      if (stream.events.on_prompt_logprobs) stream.events.on_prompt_logprobs(result_.logprobs[i]);
-  };
-  if (!run_plan(after_run)) return;
-  if (last && !draws) {
-    end(stream, {StreamEnd::Kind::finished, FinishReason::length, {}});
+  for (const Filled& fill : filled_) {
+    ++fill.stream->next_chunk;
+    if (fill.last) fill.stream->phase = Phase::decoding;
+  }
+  if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
+    fail_all(ran.message());
     return;
   }
-  // The head takes in the chunk's rows inside the chunk, so the first round can already draft.
-  if (stream.ended || !stream.drafts_on) return;
+  // Each filled stream: what its chunk completed goes to the prompt cache, its prompt's
+  // logprobs reach it before its first token, then the first token.
+  const bool drafting = drafts_pay(width);
   draft_plan_.clear();
   draft_streams_.clear();
-  absorb(stream, 0, chunk.begin, int32_t(chunk.end - chunk.begin), last);
+  size_t score_row = round_streams_.size();
+  size_t token_row = windows_.size();  // the decoding rows' logit rows come first
+  for (const Filled& fill : filled_) {
+    Stream& stream = *fill.stream;
+    cache_fill(stream, fill.chunk.end);
+    for (size_t i = score_row; i < score_row + fill.scored; ++i)
+      if (stream.events.on_prompt_logprobs) stream.events.on_prompt_logprobs(result_.logprobs[i]);
+    score_row += fill.scored;
+    if (fill.draws) {
+      accept_token(stream, result_.ids[token_row], result_.logprobs[token_row]);
+      ++token_row;
+    } else if (fill.last) {
+      end(stream, {StreamEnd::Kind::finished, FinishReason::length, {}});
+    }
+    // The head takes in the chunk's rows inside the chunk (after the first token, which the
+    // last row pairs with), so the first round can already draft.
+    if (!stream.ended && stream.drafts_on)
+      absorb(stream, fill.first_row, fill.chunk.begin, int32_t(fill.chunk.end - fill.chunk.begin), fill.draws);
+  }
+  for (const Window& window : windows_) settle_window(window, drafting);
   run_drafts();
 }
 
@@ -124,14 +194,14 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   round_streams_.push_back(&stream);
 }
 
-size_t LaneHost::plan_prompt_scores(const Stream& stream, const FillChunk& chunk) {
+size_t LaneHost::plan_prompt_scores(const Stream& stream, const FillChunk& chunk, int32_t first_row) {
   const int32_t top = stream.request.prompt_logprobs;
   const int64_t prompt = int64_t(stream.request.prompt.size());
   if (top < 0 || chunk.begin + 1 >= prompt) return 0;
   plan_.score_ids.resize(plan_.batch.logit_rows.size(), -1);
   const int64_t end = std::min(chunk.end, prompt - 1);
   for (int64_t p = chunk.begin; p < end; ++p) {
-    plan_.batch.logit_rows.push_back(int32_t(p - chunk.begin));
+    plan_.batch.logit_rows.push_back(first_row + int32_t(p - chunk.begin));
     plan_.samples.push_back({SamplingParams{}, p + 1});  // greedy; the row takes its score id
     plan_.top_logprobs.push_back(top);
     plan_.score_ids.push_back(stream.request.prompt[size_t(p + 1)]);

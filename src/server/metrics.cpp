@@ -85,8 +85,10 @@ std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes)
     out += std::string("lockstep_requests_total{outcome=\"") + name + "\"} " + std::to_string(value) + "\n";
   counter(out, "lockstep_prompt_tokens_total", "Prompt tokens filled.", double(lanes.prompt_tokens));
   counter(out, "lockstep_generated_tokens_total", "Tokens generated.", double(lanes.generated_tokens));
-  counter(out, "lockstep_fill_steps_total", "Fill steps (one chunk of one prompt).", double(lanes.fill_steps));
-  counter(out, "lockstep_rounds_total", "Rounds (one row per decoding stream).", double(lanes.rounds));
+  counter(out, "lockstep_fill_steps_total", "Fill steps (passes with a chunk of one or more prompts).",
+          double(lanes.fill_steps));
+  counter(out, "lockstep_rounds_total", "Rounds (one row per decoding stream, alone or in a fill step).",
+          double(lanes.rounds));
   counter(out, "lockstep_round_rows_total", "Rows over all rounds; divided by rounds, the mean round width.",
           double(lanes.round_rows));
   gauge(out, "lockstep_queue_length", "Streams waiting for admission.", double(lanes.queued));
