@@ -61,7 +61,7 @@ TEST(DummyWeights, EveryFamilyLoadsAndGeneratesFromConfigAlone) {
 // With --quantize, matrices come as random rows of the layout (no quantizing at load), near the
 // plain weights' size; routers and vectors stay plain; every family still generates.
 TEST(DummyWeights, QuantizedMatricesAreRandomRowsOfTheLayout) {
-  for (const char* format : {"q8_0", "q4_0", "q4", "fp8"}) {
+  for (const char* format : {"q8_0", "q4_0", "q4", "fp8", "q4_k", "q5_k", "q6_k"}) {
     SCOPED_TRACE(format);
     DummyWeights weights(3);
     weights.set_matmul_quantization(*quant_layout_named(format));

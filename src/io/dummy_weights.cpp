@@ -44,9 +44,7 @@ Expected<std::optional<QuantizedWeight>> DummyWeights::quantized(const std::stri
   const std::optional<QuantLayout> layout = layout_for_rows(*wanted, k);
   if (!layout) return none;
   const QuantFormat format = layout->format;
-  if (format != QuantFormat::q8_0 && format != QuantFormat::q4_0 && format != QuantFormat::mlx_affine &&
-      format != QuantFormat::fp8_e4m3)
-    return none;
+
   Expected<RowBytes> parts = quant_row_bytes(*layout, size_t(k));
   if (!parts.ok()) return parts.error();
   const size_t row_bytes = parts->total();
@@ -73,6 +71,18 @@ Expected<std::optional<QuantizedWeight>> DummyWeights::quantized(const std::stri
           put16(row + b * (format == QuantFormat::q8_0 ? 34 : 18),
                 f32_to_f16(half_width / (format == QuantFormat::q8_0 ? 128.0f : 8.0f)));
         break;
+      case QuantFormat::q4_k:  // d * sc * q - dmin * m, sc and m six bits
+      case QuantFormat::q5_k:
+        for (int64_t b = 0; b < k / 256; ++b) {
+          const int bits = format == QuantFormat::q4_k ? 4 : 5;
+          uint8_t* block = row + b * (format == QuantFormat::q4_k ? 144 : 176);
+          put16(block, f32_to_f16(half_width / (63.0f * float((1 << bits) - 1))));
+          put16(block + 2, f32_to_f16(half_width / 63.0f));
+        }
+        break;
+      case QuantFormat::q6_k:  // d * scale * (q - 32), scale an int8
+        for (int64_t b = 0; b < k / 256; ++b) put16(row + b * 210 + 208, f32_to_f16(half_width / (128.0f * 32.0f)));
+        break;
       case QuantFormat::mlx_affine: {  // scale * q + bias over [-a, a]
         const size_t size = dtype_size(layout->scale_type), groups = size_t(k / layout->group);
         const float scale = 2.0f * half_width / float((1 << layout->bits) - 1);
@@ -82,7 +92,7 @@ Expected<std::optional<QuantizedWeight>> DummyWeights::quantized(const std::stri
         }
         break;
       }
-      default: {  // FP8: code * scale, codes of magnitude up to 448; no NaN codes
+      case QuantFormat::fp8_e4m3: {  // code * scale, codes of magnitude up to 448; no NaN codes
         for (int64_t i = 0; i < k; ++i)
           if ((row[i] & 0x7f) == 0x7f) row[i] = uint8_t(row[i] - 1);
         for (size_t b = 0; b < parts->scales / 4; ++b) {

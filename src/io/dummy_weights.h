@@ -26,8 +26,8 @@ class DummyWeights : public WeightSource {
   std::vector<std::string> names() const override { return {}; }
   // Without --quantize none. With it (matmul_quantization()), each matrix --quantize would
   // quantize (rank 2, not a MoE router) comes as random rows of that layout, as fast as random
-  // bytes: codes at random, scales that keep values near the plain weights' size (q8_0, q4_0,
-  // MLX affine, FP8; other layouts load plain and quantize as they load).
+  // bytes: codes at random, scales that keep values near the plain weights' size (every
+  // layout, GGUF's K-quants too, which nothing else can make).
   [[nodiscard]] Expected<std::optional<QuantizedWeight>> quantized(const std::string& name,
                                                                   const Shape& expected) const override;
   // Makes `name` with shape `expected`. The data stays valid until the next get(); not

@@ -40,8 +40,9 @@ struct QuantLayout {
 };
 
 // The layouts `--quantize NAME` names: q8_0, q4_0 (GGUF's blocks of 32), q4 (MLX affine 4-bit,
-// a bf16 scale and bias per 64 values), fp8 (e4m3, an f32 scale per 128 values); nullopt for
-// any other name. (quant_tensor.cpp)
+// a bf16 scale and bias per 64 values), fp8 (e4m3, an f32 scale per 128 values); and for the
+// benchmarks' dummy weights only (no quantizer makes them), q4_k, q5_k and q6_k; nullopt for any
+// other name. (quant_tensor.cpp)
 std::optional<QuantLayout> quant_layout_named(std::string_view name);
 
 // Bytes of one row of n values as a Tensor of DType::quant stores it: its parts (quant.h's

@@ -96,6 +96,67 @@ struct Affine {
   }
 };
 
+// Q4_K and Q5_K: pair j is sub-block j % 8 of block j / 8, whose 32 values share one scale and
+// min: d * sc * q - dmin * m (quant_gguf.cpp's order: d * sc and dmin * m first).
+template <bool kFive>
+struct Q45K {
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
+    const int sub = int(j % 8);
+    const auto* scales = reinterpret_cast<const uint8_t*>(block + 4);
+    int sc, m;
+    if (sub < 4) {
+      sc = scales[sub] & 63, m = scales[sub + 4] & 63;
+    } else {
+      sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
+      m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
+    }
+    const __m512 d1 = _mm512_set1_ps(half(load_u16(block)) * float(sc));
+    const __m512 m1 = _mm512_set1_ps(half(load_u16(block + 2)) * float(m));
+    const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
+    const __m128i low_bits = _mm_set1_epi8(0x0f);
+    __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
+    if (sub % 2) q0 = _mm_srli_epi16(q0, 4), q1 = _mm_srli_epi16(q1, 4);
+    q0 = _mm_and_si128(q0, low_bits), q1 = _mm_and_si128(q1, low_bits);
+    if constexpr (kFive) {  // bit `sub` of qh[l], as the code's fifth bit
+      const __m128i one = _mm_set1_epi8(1);
+      const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16));
+      const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
+      q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
+      q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
+    }
+    w0 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q0))), m1);
+    w1 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q1))), m1);
+  }
+};
+
+// Q6_K: pair j holds values 32 * (j % 8) .. + 31 of block j / 8, each 16 with an int8 scale:
+// d * scale * (q - 32), q from 4 bits of ql and 2 of qh.
+struct Q6K {
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const std::byte* block = row + (j / 8) * 210;
+    const int first = int(32 * (j % 8)), half_at = first / 128, r = first % 128;
+    const float d = half(load_u16(block + 208));
+    const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
+    const __m512 s0 = _mm512_set1_ps(d * float(scales[first / 16]));
+    const __m512 s1 = _mm512_set1_ps(d * float(scales[first / 16 + 1]));
+    const std::byte* ql = block + 64 * half_at + r % 64;
+    const std::byte* qh = block + 128 + 32 * half_at;
+    const int low_shift = 4 * (r / 64), high_shift = 2 * (r / 32);
+    auto codes = [&](int at) {
+      __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + at));
+      __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + at));
+      low = _mm_and_si128(_mm_srl_epi16(low, _mm_cvtsi32_si128(low_shift)), _mm_set1_epi8(0x0f));
+      high = _mm_and_si128(_mm_srl_epi16(high, _mm_cvtsi32_si128(high_shift)), _mm_set1_epi8(0x03));
+      const __m128i code = _mm_or_si128(low, _mm_slli_epi16(high, 4));
+      return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(code), _mm512_set1_epi32(32)));
+    };
+    w0 = _mm512_mul_ps(s0, codes(0));
+    w1 = _mm512_mul_ps(s1, codes(16));
+  }
+};
+
 // FP8 e4m3: the codes, then an f32 scale per group; codes decoded through a table of every
 // code's value (tensor/quant.h's e4m3_to_f32).
 struct Fp8 {
@@ -170,6 +231,9 @@ bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t co
   switch (layout.format) {
     case QuantFormat::q8_0: fused(a, Q8_0{}, row_bytes, col_begin, col_end); return true;
     case QuantFormat::q4_0: fused(a, Q4_0{}, row_bytes, col_begin, col_end); return true;
+    case QuantFormat::q4_k: fused(a, Q45K<false>{}, row_bytes, col_begin, col_end); return true;
+    case QuantFormat::q5_k: fused(a, Q45K<true>{}, row_bytes, col_begin, col_end); return true;
+    case QuantFormat::q6_k: fused(a, Q6K{}, row_bytes, col_begin, col_end); return true;
     case QuantFormat::mlx_affine: {
       if (layout.bits != 4 && layout.bits != 8) return false;
       const size_t scales_at = size_t(a.k) * size_t(layout.bits) / 8;
