@@ -37,14 +37,16 @@ void CpuBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor
   const int64_t kernel = weight.cols();
   const int64_t keep = kernel - 1;
   const int64_t n_seqs = seqs.seq_slot.numel();
-  // One task per (sequence, block of channels): channels are independent.
+  // One task per (sequence, block of channels): channels are independent. Tasks go block by
+  // block, each block's sequences together, so a thread's share holds some of every sequence:
+  // a pass of one long fill chunk and one-row sequences keeps both threads on the chunk.
   const int64_t block = 64;
   const int64_t blocks = (channels + block - 1) / block;
   pool_.parallel_for(n_seqs * blocks, 1, [&](int64_t begin, int64_t end) {
     float window[64];
     for (int64_t task = begin; task < end; ++task) {
-      SeqRange seq = seq_range(seqs, task / blocks);
-      int64_t c0 = (task % blocks) * block, c1 = std::min(channels, c0 + block);
+      SeqRange seq = seq_range(seqs, task % n_seqs);
+      int64_t c0 = (task / n_seqs) * block, c1 = std::min(channels, c0 + block);
       float* state = conv_state.as<float>() + seq.slot * channels * keep;
       for (int64_t c = c0; c < c1; ++c) {
         float* history = state + c * keep;  // oldest first
@@ -156,16 +158,17 @@ void CpuBackend::ssm_scan(const SsmScan& scan, const SequenceRows& seqs) {
   const int64_t groups = scan.b.shape[1];
   const int64_t state_size = scan.b.shape[2];
   const int64_t n_seqs = seqs.seq_slot.numel();
+  // Tasks go head by head, each head's sequences together (as conv1d_silu's blocks).
   pool_.parallel_for(n_seqs * heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> work;
     for (int64_t task = begin; task < end; ++task) {
-      SeqRange seq = seq_range(seqs, task / heads);
+      SeqRange seq = seq_range(seqs, task % n_seqs);
       HeadScan h;
       h.scan = &scan;
       h.heads = heads;
       h.head_dim = head_dim;
       h.state_size = state_size;
-      h.head = task % heads;
+      h.head = task / n_seqs;
       h.group = h.head / (heads / groups);
       h.a = -std::exp(scan.a_log.as<float>()[h.head]);
       h.d = scan.d.as<float>()[h.head];
