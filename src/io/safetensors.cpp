@@ -1,16 +1,9 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <system_error>
 #include <vector>
 
 namespace lockstep {
@@ -24,10 +17,6 @@ Error file_error(const std::string& path, const std::string& problem) {
 
 Error tensor_error(const std::string& path, const std::string& name, const std::string& problem) {
   return Error{path + ": tensor '" + name + "': " + problem};
-}
-
-std::string errno_text(int code) {
-  return std::error_code(code, std::generic_category()).message();
 }
 
 // A tensor entry after validation, with its offsets kept for the overlap check.
@@ -143,51 +132,28 @@ Status check_no_overlap(const std::string& path, const std::vector<ParsedEntry>&
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(std::string path, void* mapping, size_t mapping_bytes)
-    : path_(std::move(path)), mapping_(mapping), mapping_bytes_(mapping_bytes) {}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_) munmap(mapping_, mapping_bytes_);
-}
-
 Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return file_error(path, "cannot open: " + errno_text(errno));
-  struct stat info;
-  if (fstat(fd, &info) != 0) {
-    int code = errno;
-    ::close(fd);
-    return file_error(path, "cannot stat: " + errno_text(code));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return file_error(path, "not a regular file");
-  }
-  size_t size = size_t(info.st_size);
-  if (size < 8) {
-    ::close(fd);
-    return file_error(
-        path, "file is " + std::to_string(size) + " bytes, too short for a safetensors header");
-  }
-  void* mapping = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file open
-  if (mapping == MAP_FAILED) return file_error(path, "cannot mmap: " + errno_text(map_errno));
-
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(path, mapping, size));
+  auto mapped = MappedFile::open(path);
+  if (!mapped.ok()) return mapped.error();
+  if ((*mapped)->size() < 8)
+    return file_error(path, "file is " + std::to_string((*mapped)->size()) +
+                                " bytes, too short for a safetensors header");
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(std::move(*mapped)));
+  file->path_ = path;
   LOCKSTEP_TRY(file->parse_header());
   return file;
 }
 
 Status SafetensorsFile::parse_header() {
-  const auto* bytes = static_cast<const uint8_t*>(mapping_);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(file_->data());
+  const size_t mapping_bytes = file_->size();
   uint64_t header_bytes = 0;
   for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(bytes[i]) << (8 * i);
-  uint64_t after_length = mapping_bytes_ - 8;
+  uint64_t after_length = mapping_bytes - 8;
   if (header_bytes > after_length)
     return file_error(path_, "header length " + std::to_string(header_bytes) +
                                  " runs past the end of the file (" +
-                                 std::to_string(mapping_bytes_) + " bytes)");
+                                 std::to_string(mapping_bytes) + " bytes)");
   uint64_t data_size = after_length - header_bytes;
   const auto* data = bytes + 8 + header_bytes;
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "io/mapped_file.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -39,7 +40,6 @@ class SafetensorsFile {
   // The "__metadata__" entry is skipped. Tensors whose dtype lockstep lacks (F64, F8_E5M2, ...) fail.
   [[nodiscard]] static Expected<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
 
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -48,13 +48,12 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
 
  private:
-  SafetensorsFile(std::string path, void* mapping, size_t mapping_bytes);
+  explicit SafetensorsFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
   // Fills tensors_ from the mapped header, or explains what is wrong with it.
   [[nodiscard]] Status parse_header();
 
+  std::unique_ptr<MappedFile> file_;
   std::string path_;
-  void* mapping_ = nullptr;
-  size_t mapping_bytes_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 };
 
