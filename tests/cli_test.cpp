@@ -310,12 +310,15 @@ TEST_F(CliModelErrorTest, HiddenSizeDisagreeingWithWeightsNamesTheTensor) {
 }
 
 // Each of these ended in std::bad_alloc and exit 134 before memory was planned.
+// A batch's KV pool holds --parallel streams of --context (serve makes what fits instead:
+// CacheFit.*, Model::fit_to_memory).
 TEST_F(CliModelErrorTest, AKvPoolPastMemoryIsRefusedBeforeLoading) {
   config["max_position_embeddings"] = 16777216;
   write("config.json", config.dump());
   write("model.safetensors", weights);
-  CommandResult result =
-      run_lockstep({"serve", "--model", dir->path(), "--parallel", "1024", "--context", "16777216", "--port", "0"});
+  write("batch.jsonl", "{\"tokens\": [1, 2, 3], \"max_tokens\": 1}\n");
+  CommandResult result = run_lockstep({"generate", "--model", dir->path(), "--batch", dir->file("batch.jsonl"),
+                                       "--parallel", "1024", "--context", "16777216"});
   expect_one_line_error(result, "need 12.0 TiB, and the cpu backend has");
   expect_one_line_error(result, "Lower --parallel or --context");
 }

@@ -86,6 +86,7 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step).
   options.max_rows = flags.chunk + flags.parallel;
   options.max_context = model_flags.context;
+  options.kv_sequences = flags.parallel;  // every stream of the batch at its full context
   options.state_slots = flags.parallel;
   size_draft_slots(flags.drafts, flags.parallel, options);
   auto loaded = load(model_flags, options);

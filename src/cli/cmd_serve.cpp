@@ -103,10 +103,30 @@ int run_serve(const ServeFlags& flags) {
     std::cerr << "lockstep: no --model given: serving the embedded model tiny-arith from " << model_flags.model_dir
               << std::endl;
   }
-  // The KV pool: --parallel streams of the full context, each reserved at admission.
+  // The KV pool: --parallel streams of the full context, each reserved at admission; where that
+  // and the state slots do not fit beside the weights, as much as fits (fit_caches).
   options.kv_sequences = flags.parallel;
+  options.fit_memory = true;
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
+  const ModelInfo& made = loaded->model->info();
+  int32_t snapshot_slots = cache_gib > 0 ? flags.parallel : 0;
+  const int64_t asked_pages = int64_t(flags.parallel) * ((made.max_context + made.page_size - 1) / made.page_size);
+  const int32_t draft_slots = made.draft_head ? options.draft_state_slots : 0;  // only a head's model makes them
+  const int32_t asked_slots = options.state_slots + draft_slots;
+  std::string memory_note;  // said after the serving line, which tells the port
+  if (made.kv_pages < asked_pages || (made.state_slots > 0 && made.state_slots < asked_slots)) {
+    // Streams before the prompt cache's snapshots; each admitted stream reserves its own pages.
+    if (made.state_slots > 0)
+      snapshot_slots = std::clamp(made.state_slots - flags.parallel - draft_slots, 0, snapshot_slots);
+    memory_note = "lockstep: memory beside the weights holds " + std::to_string(made.kv_pages) + " KV pages of the " +
+                  std::to_string(asked_pages) + " that --parallel " + std::to_string(flags.parallel) +
+                  " streams of " + std::to_string(made.max_context) + " positions would reserve";
+    if (made.state_slots > 0)
+      memory_note += " and " + std::to_string(made.state_slots) + " of " + std::to_string(asked_slots) +
+                     " state slots (" + format_bytes(double(loaded->model->state_bytes())) + " each)";
+    memory_note += ": streams are admitted while their pages and a slot are free";
+  }
   auto text = ModelText::load(model_flags.model_dir, {.tokenizer_json_only = model_flags.tokenizer_json_only});
   if (!text.ok()) return fail(text.error().message);
 
@@ -119,7 +139,7 @@ int run_serve(const ServeFlags& flags) {
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
-  settings.lanes.snapshot_slots = cache_gib > 0 ? flags.parallel : 0;
+  settings.lanes.snapshot_slots = snapshot_slots;
   if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), flags.parallel, settings.lanes); !drafts.ok())
     return fail(drafts.message());
   settings.default_temperature = flags.temperature;
@@ -129,9 +149,11 @@ int run_serve(const ServeFlags& flags) {
   OpenAiServer api(runner, *text, settings);
   api_ready = &api;
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
-            << flags.host << ":" << server.port() << " with " << flags.parallel << " parallel streams, context "
+            << flags.host << ":" << server.port() << " with " << api.lanes().settings().max_streams
+            << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
             << "; " << describe_drafts(api.lanes().settings(), loaded->model->info()) << std::endl;
+  if (!memory_note.empty()) std::cerr << memory_note << std::endl;
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     int signal = 0;

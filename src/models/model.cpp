@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <vector>
 
 namespace lockstep {
@@ -26,6 +27,47 @@ Status Model::check_cache_fits(Backend& backend, const ModelOptions& options, in
                     " sequences of " + std::to_string(context) + " positions) and state slots (" + format_bytes(state) +
                     ") need " + format_bytes(kv + state) + ", and the " + std::string(backend.name()) + " backend has " +
                     format_bytes(std::max(free, 0.0)) + " free. Lower --parallel or --context");
+}
+
+std::optional<CacheFit> fit_caches(double free_bytes, int64_t kv_pages, int64_t min_pages, double page_bytes,
+                                   int32_t state_slots, int32_t min_slots, double slot_bytes) {
+  const double room = free_bytes - std::max(double(1 << 30), 0.05 * free_bytes);
+  const double asked = double(kv_pages) * page_bytes + double(state_slots) * slot_bytes;
+  if (asked <= room) return CacheFit{kv_pages, state_slots};
+  // Both shrink by the share of what was asked that fits, slots keeping room for min_pages.
+  const double share = std::max(room, 0.0) / asked;
+  int32_t slots = std::max(min_slots, int32_t(std::floor(double(state_slots) * share)));
+  if (slot_bytes > 0)
+    slots = std::min(slots, int32_t(std::floor(std::max(room - double(min_pages) * page_bytes, 0.0) / slot_bytes)));
+  if (slots < min_slots) return std::nullopt;
+  const int64_t pages =
+      std::min<int64_t>(kv_pages, int64_t(std::floor((room - double(slots) * slot_bytes) / page_bytes)));
+  if (pages < min_pages) return std::nullopt;
+  return CacheFit{pages, slots};
+}
+
+Expected<ModelOptions> Model::fit_to_memory(const ModelOptions& options, int64_t config_max_positions,
+                                            double kv_bytes_per_position, double state_bytes_per_slot) {
+  if (!options.fit_memory) return options;
+  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
+  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  const int64_t pages = options.kv_pages > 0 ? options.kv_pages : int64_t(std::max(options.kv_sequences, 1)) * max_pages;
+  const double page_bytes = double(options.page_size) * kv_bytes_per_position;
+  const int32_t slots = state_bytes_per_slot > 0 ? std::max(options.state_slots, 1) : options.state_slots;
+  const double free = backend().free_memory();
+  const std::optional<CacheFit> fit =
+      fit_caches(free, pages, max_pages, page_bytes, slots, state_bytes_per_slot > 0 ? 1 : 0, state_bytes_per_slot);
+  if (!fit)
+    return make_error("beside the weights, the " + std::string(backend().name()) + " backend has " +
+                      format_bytes(std::max(free, 0.0)) + " free: not enough for the KV pages of one sequence of " +
+                      std::to_string(context) + " positions (" + format_bytes(double(max_pages) * page_bytes) + ")" +
+                      (state_bytes_per_slot > 0 ? " and one state slot (" + format_bytes(state_bytes_per_slot) + ")" : "") +
+                      ". Lower --context");
+  ModelOptions fitted = options;
+  fitted.kv_pages = int32_t(std::min<int64_t>(fit->kv_pages, INT32_MAX));
+  fitted.state_slots = fit->state_slots;
+  plan_memory(fitted, config_max_positions);
+  return fitted;
 }
 
 int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {

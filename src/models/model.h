@@ -32,7 +32,24 @@ struct ModelOptions {
   std::function<void(int64_t done, int64_t total)> on_progress = nullptr;
   // Matmul weights quantized to this layout as they load (`--quantize`; nullopt: as stored).
   std::optional<QuantLayout> quantize;
+  // Size the KV pool and the state slots to the memory left after the weights and activations
+  // (fit_caches) instead of failing when what is asked does not fit; ModelInfo says what was
+  // made. Without it, the load fails naming what did not fit.
+  bool fit_memory = false;
 };
+
+// What fits: the KV pool in pages and the state slots.
+struct CacheFit {
+  int64_t kv_pages = 0;
+  int32_t state_slots = 0;
+};
+// The KV pool and state slots `free_bytes` holds, keeping a margin for what passes allocate as
+// they run (max(1 GiB, 5%)): as asked (kv_pages, state_slots) when that fits; else the slots cut
+// by the share of the asked bytes that fits (at least min_slots, and leaving room for min_pages,
+// one sequence of the full context), then pages with what is left, at least min_pages. nullopt
+// when even the minimum does not fit.
+std::optional<CacheFit> fit_caches(double free_bytes, int64_t kv_pages, int64_t min_pages, double page_bytes,
+                                   int32_t state_slots, int32_t min_slots, double slot_bytes);
 
 class Model {
  public:
@@ -108,6 +125,11 @@ class Model {
   // Sets info_'s rows, context and KV pool from the options (the context defaults to the
   // config's max_positions); returns the page-table width, context / page_size.
   int64_t plan_memory(const ModelOptions& options, int64_t config_max_positions);
+  // With options.fit_memory, after the weights and activations: the options with the KV pool
+  // and state slots cut to what the backend's free memory holds (fit_caches; the KV pool is
+  // then set in info_ again), or an error saying what does not fit. Without it, the options.
+  [[nodiscard]] Expected<ModelOptions> fit_to_memory(const ModelOptions& options, int64_t config_max_positions,
+                                                     double kv_bytes_per_position, double state_bytes_per_slot);
 
  private:
   std::vector<bool> seen_sequences_;  // check_batch's scratch, kept to avoid allocating per pass

@@ -30,6 +30,9 @@ class CpuBackend final : public Backend {
   bool runs_quantized() const override { return true; }
   OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override;
   double free_memory() override;
+  // Makes `bytes` the host memory this backend may take in all (default: what was free at its
+  // first allocation), as a smaller machine would have it (tests).
+  void limit_memory(double bytes) { host_budget_ = bytes; }
   void upload(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;

@@ -10,6 +10,8 @@ namespace {
 
 const bool registered = register_family({"llama", {"LlamaForCausalLM", "Qwen3ForCausalLM"}, &LlamaModel::create});
 
+// f32 K and V per layer, per position.
+double kv_bytes_per_position(const LlamaConfig& c) { return 2.0 * 4 * double(c.layers) * double(c.kv_heads * c.head_dim); }
 
 }  // namespace
 
@@ -19,13 +21,12 @@ Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, 
   auto config = parse_llama_config(json);
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
-  // f32 K and V per layer.
-  const double kv_per_position = 2.0 * 4 * double(config->layers) * double(config->kv_heads * config->head_dim);
-  LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_per_position, 0));
+  if (!options.fit_memory)
+    LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_bytes_per_position(*config), 0));
   std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
-  model->allocate(options);
+  LOCKSTEP_TRY(model->allocate(options));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -75,7 +76,7 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
   return status;
 }
 
-void LlamaModel::allocate(const ModelOptions& options) {
+Status LlamaModel::allocate(const ModelOptions& options) {
   const LlamaConfig& c = config_;
   info_.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   info_.vocab_size = c.vocab;
@@ -89,10 +90,6 @@ void LlamaModel::allocate(const ModelOptions& options) {
   std::vector<float> table = rope_cos_sin_table(c.rope, c.head_dim, info_.max_context);
   rope_table_ = backend_.alloc(DType::f32, {info_.max_context, c.head_dim});
   backend_.upload(rope_table_, table.data());
-  for (LlamaLayer& layer : layers_) {
-    layer.k_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
-    layer.v_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
-  }
 
   const int64_t rows = options.max_rows;
   inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
@@ -108,6 +105,14 @@ void LlamaModel::allocate(const ModelOptions& options) {
   act_ = backend_.alloc(DType::f32, {rows, c.intermediate});
   picked_ = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
+  // The KV pool last, so that with fit_memory it takes what the weights and activations left.
+  auto fitted = fit_to_memory(options, c.max_positions, kv_bytes_per_position(c), 0);
+  if (!fitted.ok()) return fitted.error();
+  for (LlamaLayer& layer : layers_) {
+    layer.k_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
+    layer.v_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
+  }
+  return Status::success();
 }
 
 Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {

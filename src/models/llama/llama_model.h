@@ -37,7 +37,7 @@ class LlamaModel final : public Model {
  private:
   LlamaModel(const LlamaConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   Status load_weights(const WeightSource& weights);
-  void allocate(const ModelOptions& options);
+  [[nodiscard]] Status allocate(const ModelOptions& options);
   void attention_block(LlamaLayer& layer, int64_t n);
   void mlp_block(LlamaLayer& layer, int64_t n);
 

@@ -15,6 +15,17 @@ int64_t mtp_attention_layers(const NemotronConfig& c) {
 }
 
 
+// f32 K and V per attention layer (the MTP head's too), per position.
+double kv_bytes_per_position(const NemotronConfig& c) {
+  return 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) * double(c.kv_heads * c.head_dim);
+}
+
+// f32 conv and SSM state per Mamba layer, per state slot.
+double state_bytes_per_slot(const NemotronConfig& c) {
+  return 4.0 * double(c.count(LayerKind::mamba)) *
+         double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& json, const WeightSource& weights,
@@ -26,16 +37,12 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   const NemotronConfig& c = *config;
   ModelOptions sized = options;  // with the verify windows' slots when there is a head
   if (!c.mtp_layers.empty()) sized.state_slots = std::max(1, options.state_slots) + std::max(0, options.draft_state_slots);
-  // f32 K and V per attention layer (the MTP head's too); f32 conv and SSM state per Mamba layer.
-  const double kv_per_position = 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) *
-                                 double(c.kv_heads * c.head_dim);
-  const double state_per_slot = 4.0 * double(c.count(LayerKind::mamba)) *
-                                double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
-  LOCKSTEP_TRY(check_cache_fits(backend, sized, c.max_positions, kv_per_position, state_per_slot));
+  if (!options.fit_memory)
+    LOCKSTEP_TRY(check_cache_fits(backend, sized, c.max_positions, kv_bytes_per_position(c), state_bytes_per_slot(c)));
   std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
-  model->allocate(sized);
+  LOCKSTEP_TRY(model->allocate(sized));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -175,15 +182,15 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
   return status;
 }
 
-void NemotronModel::allocate(const ModelOptions& options) {
+Status NemotronModel::allocate(const ModelOptions& asked) {
   const NemotronConfig& c = config_;
   info_.architecture = "NemotronHForCausalLM";
   info_.vocab_size = c.vocab;
+  const ModelOptions& options = asked;
   const int64_t max_pages = plan_memory(options, c.max_positions);
   info_.kv_page_bytes =
       2 * 4 * (c.count(LayerKind::attention) + mtp_attention_layers(c)) * c.kv_heads * c.head_dim * info_.page_size;
   info_.draft_head = mtp_ != nullptr;
-  info_.state_slots = std::max<int32_t>(1, options.state_slots);
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
   for (const NemotronLayer& layer : layers_) {
@@ -200,23 +207,6 @@ void NemotronModel::allocate(const ModelOptions& options) {
             bytes(moe.router) +
             (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared_experts) * (c.top_k + moe.shared_experts);
         break;
-    }
-  }
-  std::vector<NemotronLayer*> all_layers;
-  for (NemotronLayer& layer : layers_) all_layers.push_back(&layer);
-  if (mtp_)
-    for (NemotronLayer& layer : mtp_->layers) all_layers.push_back(&layer);
-  for (NemotronLayer* each : all_layers) {
-    NemotronLayer& layer = *each;
-    if (layer.kind == LayerKind::attention) {
-      Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};
-      layer.attention.k_cache = backend_.alloc(DType::f32, cache);
-      layer.attention.v_cache = backend_.alloc(DType::f32, cache);
-    }
-    if (layer.kind == LayerKind::mamba) {
-      layer.mamba.conv_state = backend_.alloc(DType::f32, {info_.state_slots, c.conv_dim(), c.conv_kernel - 1});
-      layer.mamba.ssm_state =
-          backend_.alloc(DType::f32, {info_.state_slots, c.mamba_heads, c.mamba_head_dim, c.state_size});
     }
   }
   const int64_t rows = options.max_rows;
@@ -253,6 +243,28 @@ void NemotronModel::allocate(const ModelOptions& options) {
     expert_ids_ = backend_.alloc(DType::i32, {rows, c.top_k});
     expert_weights_ = backend_.alloc(DType::f32, {rows, c.top_k});
   }
+  // The caches last, so that with fit_memory they take what the weights and activations left.
+  auto fitted = fit_to_memory(asked, c.max_positions, kv_bytes_per_position(c), state_bytes_per_slot(c));
+  if (!fitted.ok()) return fitted.error();
+  info_.state_slots = std::max<int32_t>(1, fitted->state_slots);
+  std::vector<NemotronLayer*> all_layers;
+  for (NemotronLayer& layer : layers_) all_layers.push_back(&layer);
+  if (mtp_)
+    for (NemotronLayer& layer : mtp_->layers) all_layers.push_back(&layer);
+  for (NemotronLayer* each : all_layers) {
+    NemotronLayer& layer = *each;
+    if (layer.kind == LayerKind::attention) {
+      Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};
+      layer.attention.k_cache = backend_.alloc(DType::f32, cache);
+      layer.attention.v_cache = backend_.alloc(DType::f32, cache);
+    }
+    if (layer.kind == LayerKind::mamba) {
+      layer.mamba.conv_state = backend_.alloc(DType::f32, {info_.state_slots, c.conv_dim(), c.conv_kernel - 1});
+      layer.mamba.ssm_state =
+          backend_.alloc(DType::f32, {info_.state_slots, c.mamba_heads, c.mamba_head_dim, c.state_size});
+    }
+  }
+  return Status::success();
 }
 
 Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {

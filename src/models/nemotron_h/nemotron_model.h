@@ -96,7 +96,7 @@ class NemotronModel final : public Model {
   // The blocks of `layers` over the n rows of x_ (each reads rms_norm(x) and adds its mixer's
   // output), leaving x_ un-normed.
   void run_layers(std::vector<NemotronLayer>& layers, int64_t n);
-  void allocate(const ModelOptions& options);
+  [[nodiscard]] Status allocate(const ModelOptions& options);
 
   // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]).
   void mamba_mixer(MambaWeights& m, int64_t n);
