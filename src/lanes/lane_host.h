@@ -212,16 +212,16 @@ class LaneHost {
   // Whether a stream must wait to fill until an older one has filled the prompt start they share.
   bool waits_for_shared_fill(const Stream& stream) const;
   void round();
+  size_t decoding_streams() const;
+  // Adds to plan_ a window a decoding stream: its last token and, when drafting, the drafts it
+  // may verify (each window in windows_, each row a logit row, in row order).
+  void plan_windows(bool drafting);
   // Adds a logit row for the stream's next token to plan_ (its sampling and logprobs asks).
   // `ahead`: positions past the stream's next (a window's later rows).
   void plan_token(Stream& stream, int32_t logit_row, int64_t ahead);
   // With prompt_logprobs: a scoring logit row for each chunk row (the chunk's rows from
   // first_row) whose next token is the prompt's (after every plan_token row). Returns how many.
   size_t plan_prompt_scores(const Stream& stream, const FillChunk& chunk, int32_t first_row);
-  // Runs plan_, then `after_run` (if any), and accepts each logit row's id for the stream in
-  // round_streams_ at its index; fails every active stream (and returns false) when the runner
-  // refuses the plan.
-  bool run_plan(const std::function<void()>& after_run);
   // Reports `id` (with its logprobs when asked) as the token at the stream's next position and
   // ends the stream if it is done (finish_after).
   // Returns false when the stream has ended (or been cancelled) and takes no more tokens.

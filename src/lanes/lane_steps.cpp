@@ -17,9 +17,9 @@ bool LaneHost::waits_for_shared_fill(const Stream& stream) const {
     if (older->phase != Phase::filling || older->ended) continue;
     const std::vector<int32_t>& a = stream.request.prompt;
     const std::vector<int32_t>& b = older->request.prompt;
-    int64_t shared = 0;
-    while (shared < int64_t(std::min(a.size(), b.size())) && a[size_t(shared)] == b[size_t(shared)]) ++shared;
-    if (shared >= stream.cached + page) return true;
+    const size_t need = size_t(stream.cached + page);  // compared no further than that
+    if (a.size() >= need && b.size() >= need && std::equal(a.begin(), a.begin() + int64_t(need), b.begin()))
+      return true;
   }
   return false;
 }
@@ -33,21 +33,8 @@ void LaneHost::fill_step(bool with_rounds) {
   // The decoding streams ride along, a row each, so a long fill never stalls them: a row
   // computes what it does in a round (every op is row-invariant). No drafts: a verify window's
   // rows run the recurrence, and the fill rows beside them would too.
-  size_t width = 0;
-  for (auto& stream : active_) width += with_rounds && stream->phase == Phase::decoding;
-  for (auto& stream : active_) {
-    if (!with_rounds || stream->phase != Phase::decoding) continue;
-    const int64_t position = int64_t(stream->tokens.size()) - 1;
-    memory_.grow(stream->memory, position + 1);
-    const int32_t seq = int32_t(batch.seq_pages.size()), row = int32_t(batch.tokens.size());
-    batch.seq_pages.push_back(&stream->memory.table);
-    if (stream->memory.slot >= 0) batch.seq_slots.push_back(stream->memory.slot);
-    batch.tokens.push_back(stream->tokens.back());
-    batch.positions.push_back(int32_t(position));
-    batch.row_seq.push_back(seq);
-    plan_token(*stream, row, 0);
-    windows_.push_back({stream.get(), row, 0});
-  }
+  const size_t width = with_rounds ? decoding_streams() : 0;
+  if (with_rounds) plan_windows(false);
   // Then the next chunk of each filling stream, oldest first, while the pass has rows: each
   // chunk is the one its plan cuts (fill_plan), so packing changes no bits. The oldest always
   // fills.
@@ -121,16 +108,16 @@ void LaneHost::fill_step(bool with_rounds) {
   run_drafts();
 }
 
-void LaneHost::round() {
-  plan_.clear();
-  round_streams_.clear();
-  windows_.clear();
-  ForwardBatch& batch = plan_.batch;
+size_t LaneHost::decoding_streams() const {
   size_t width = 0;
-  for (auto& stream : active_) width += stream->phase == Phase::decoding;
-  const bool drafting = drafts_pay(width);
+  for (const auto& stream : active_) width += stream->phase == Phase::decoding;
+  return width;
+}
+
+void LaneHost::plan_windows(bool drafting) {
+  ForwardBatch& batch = plan_.batch;
   // Drafts take the rows a pass has beyond one a stream, and with state a slot each.
-  int64_t spare_rows = runner_.info().max_rows - int64_t(width);
+  int64_t spare_rows = runner_.info().max_rows - int64_t(decoding_streams());
   size_t next_slot = 0;
   for (auto& stream : active_) {
     if (stream->phase != Phase::decoding) continue;
@@ -155,8 +142,16 @@ void LaneHost::round() {
     }
     windows_.push_back({stream.get(), first_row, int32_t(drafts)});
   }
+}
+
+void LaneHost::round() {
+  plan_.clear();
+  round_streams_.clear();
+  windows_.clear();
+  const bool drafting = drafts_pay(decoding_streams());
+  plan_windows(drafting);
   // Every row as one-row decoding computes it: a window's Mamba rows run the recurrence.
-  batch.recurrent = drafting;
+  plan_.batch.recurrent = drafting;
   {
     std::lock_guard lock(mutex_);
     ++stats_.rounds;
@@ -207,16 +202,6 @@ size_t LaneHost::plan_prompt_scores(const Stream& stream, const FillChunk& chunk
     plan_.score_ids.push_back(stream.request.prompt[size_t(p + 1)]);
   }
   return size_t(end - chunk.begin);
-}
-
-bool LaneHost::run_plan(const std::function<void()>& after_run) {
-  if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
-    fail_all(ran.message());
-    return false;
-  }
-  if (after_run) after_run();
-  for (size_t i = 0; i < round_streams_.size(); ++i) accept_token(*round_streams_[i], result_.ids[i], result_.logprobs[i]);
-  return true;
 }
 
 bool LaneHost::accept_token(Stream& stream, int32_t id, const TokenLogprobs& logprobs) {
