@@ -7,6 +7,22 @@
 
 namespace lockstep {
 
+namespace {
+
+// The KV pool the options ask for: the context (the config's when 0), pages a sequence of it
+// takes, and pages in all (kv_pages, or kv_sequences such sequences).
+struct AskedPool {
+  int64_t context, max_pages, pages;
+};
+AskedPool asked_pool(const ModelOptions& options, int64_t config_max_positions) {
+  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
+  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  const int64_t pages = options.kv_pages > 0 ? options.kv_pages : int64_t(std::max(options.kv_sequences, 1)) * max_pages;
+  return {context, max_pages, pages};
+}
+
+}  // namespace
+
 Status Model::check_context(const ModelOptions& options, int64_t config_max_positions) {
   if (options.max_context <= config_max_positions) return Status::success();
   return make_error("--context " + std::to_string(options.max_context) + " is past this model's maximum of " +
@@ -15,11 +31,8 @@ Status Model::check_context(const ModelOptions& options, int64_t config_max_posi
 
 Status Model::check_cache_fits(Backend& backend, const ModelOptions& options, int64_t config_max_positions,
                                double kv_bytes_per_position, double state_bytes_per_slot) {
-  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
-  const double pages = options.kv_pages > 0
-                           ? double(options.kv_pages)
-                           : double(std::max(options.kv_sequences, 1)) * double((context + options.page_size - 1) / options.page_size);
-  const double kv = pages * double(options.page_size) * kv_bytes_per_position;
+  const auto [context, max_pages, pages] = asked_pool(options, config_max_positions);
+  const double kv = double(pages) * double(options.page_size) * kv_bytes_per_position;
   const double state = double(std::max(options.state_slots, 0)) * state_bytes_per_slot;
   const double free = backend.free_memory();
   if (kv + state <= free) return Status::success();
@@ -49,9 +62,7 @@ std::optional<CacheFit> fit_caches(double free_bytes, int64_t kv_pages, int64_t 
 Expected<ModelOptions> Model::fit_to_memory(const ModelOptions& options, int64_t config_max_positions,
                                             double kv_bytes_per_position, double state_bytes_per_slot) {
   if (!options.fit_memory) return options;
-  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
-  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
-  const int64_t pages = options.kv_pages > 0 ? options.kv_pages : int64_t(std::max(options.kv_sequences, 1)) * max_pages;
+  const auto [context, max_pages, pages] = asked_pool(options, config_max_positions);
   const double page_bytes = double(options.page_size) * kv_bytes_per_position;
   const int32_t slots = state_bytes_per_slot > 0 ? std::max(options.state_slots, 1) : options.state_slots;
   const double free = backend().free_memory();
@@ -71,13 +82,11 @@ Expected<ModelOptions> Model::fit_to_memory(const ModelOptions& options, int64_t
 }
 
 int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {
-  const int64_t context = options.max_context > 0 ? options.max_context : config_max_positions;
-  const int64_t max_pages = (context + options.page_size - 1) / options.page_size;
+  const auto [context, max_pages, pages] = asked_pool(options, config_max_positions);
   info_.page_size = options.page_size;
   info_.max_context = max_pages * options.page_size;
   info_.max_rows = options.max_rows;
   // Past INT32_MAX pages the pool could never be allocated: the cache's alloc refuses it.
-  const int64_t pages = options.kv_pages > 0 ? options.kv_pages : int64_t(std::max(options.kv_sequences, 1)) * max_pages;
   info_.kv_pages = int32_t(std::min<int64_t>(pages, INT32_MAX));
   return max_pages;
 }

@@ -42,6 +42,12 @@ struct Shape {
 struct Tensor {
   Tensor() = default;
   Tensor(void* data, DType dtype, Shape shape) : data(data), dtype(dtype), shape(shape) {}
+  // A tensor of DType::quant: rows of `layout` (see `quant` below).
+  static Tensor quantized(const QuantLayout& layout, Shape shape, void* data = nullptr) {
+    Tensor view(data, DType::quant, shape);
+    view.quant = layout;
+    return view;
+  }
 
   void* data = nullptr;
   DType dtype = DType::f32;

@@ -56,19 +56,10 @@ double available_host_bytes() {
 
 }  // namespace
 
-OwnedTensor CpuBackend::alloc(DType dtype, Shape shape) {
-  Tensor view;
-  view.dtype = dtype;
-  view.shape = shape;
-  return allocate(view);
-}
+OwnedTensor CpuBackend::alloc(DType dtype, Shape shape) { return allocate(Tensor(nullptr, dtype, shape)); }
 
 OwnedTensor CpuBackend::alloc_quantized(const QuantLayout& layout, Shape shape) {
-  Tensor view;
-  view.dtype = DType::quant;
-  view.quant = layout;
-  view.shape = shape;
-  return allocate(view);
+  return allocate(Tensor::quantized(layout, shape));
 }
 
 OwnedTensor CpuBackend::allocate(Tensor view) {

@@ -69,22 +69,13 @@ CudaBackend::CudaBackend(int device) : context_(std::make_unique<cuda::Context>(
 
 CudaBackend::~CudaBackend() = default;
 
-OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) {
-  Tensor view;
-  view.dtype = dtype;
-  view.shape = shape;
-  return allocate(view);
-}
+OwnedTensor CudaBackend::alloc(DType dtype, Shape shape) { return allocate(Tensor(nullptr, dtype, shape)); }
 
 OwnedTensor CudaBackend::alloc_quantized(const QuantLayout& layout, Shape shape) {
   cuda::QuantKind kind;
   if (!cuda::quant_kind_of(layout, &kind))
     throw std::invalid_argument("the cuda backend does not read " + quant_layout_name(layout));
-  Tensor view;
-  view.dtype = DType::quant;
-  view.quant = layout;
-  view.shape = shape;
-  return allocate(view);
+  return allocate(Tensor::quantized(layout, shape));
 }
 
 OwnedTensor CudaBackend::allocate(Tensor view) {
