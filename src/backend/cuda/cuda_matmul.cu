@@ -75,15 +75,7 @@ struct F32Weights {
 
 inline void key_add(LaunchKey& key, const F32Weights& w) { key_add(key, w.data), key_add(key, w.vector_ok); }
 
-// Quantized weights (cuda_quant.cuh): a matrix of a stack is `stride / k` rows.
-template <QuantKind kKind>
-struct QuantRowsOf : QuantWeights<kKind> {
-  __device__ const uint8_t* row(int64_t matrix, int64_t stride, int64_t col, int64_t k) const {
-    return QuantWeights<kKind>::row(matrix, k ? stride / k : 0, col);
-  }
-};
-
-// Weights: F32Weights or QuantRowsOf, which give the same values the same way (eight at a
+// Weights: F32Weights or QuantWeights (cuda_quant.cuh), which give the same values the same way (eight at a
 // time), so a quantized weight's sums are those of its dequantized values as f32 weights.
 template <bool kStaged, class Weights>
 __global__ void __launch_bounds__(kWarps * 32, 2)
@@ -193,7 +185,7 @@ void launch_kernel(const float* x, const Weights& weights, float* out, int64_t k
 template <QuantKind kKind>
 void launch_quant(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                   Launches& launches) {
-  QuantRowsOf<kKind> weights;
+  QuantWeights<kKind> weights;
   static_cast<QuantView&>(weights) = view;
   launch_kernel(x, weights, out, k, m, rows, launches);
 }

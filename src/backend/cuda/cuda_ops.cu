@@ -34,7 +34,7 @@ __global__ void embed_quant_kernel(QuantWeights<kKind> table, const int32_t* ids
   if (i >= n * d / 8) return;
   const int64_t r = i / (d / 8), at = i % (d / 8) * 8;
   float v[8];
-  table.load8(table.row(0, 0, ids[r]), at, d, v);
+  table.load8(table.row(0, 0, ids[r], d), at, d, v);
 #pragma unroll
   for (int j = 0; j < 8; ++j) out[r * d + at + j] = v[j];
 }

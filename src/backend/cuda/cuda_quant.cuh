@@ -101,7 +101,9 @@ QuantView quant_view(const void* data, const QuantLayout& layout, int64_t k);
 template <QuantKind kKind>
 struct QuantWeights : QuantView {
 
-  __device__ const uint8_t* row(int64_t matrix, int64_t rows_per_matrix, int64_t col) const {
+  // Row `col` of matrix `matrix` of a stack whose matrices are `stride` values apart (k a row).
+  __device__ const uint8_t* row(int64_t matrix, int64_t stride, int64_t col, int64_t k) const {
+    const int64_t rows_per_matrix = k ? stride / k : 0;
     return data + (size_t(matrix) * size_t(rows_per_matrix) + size_t(col)) * row_bytes;
   }
 
