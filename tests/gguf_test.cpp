@@ -1,10 +1,12 @@
 // GGUF files, as llama.cpp's converter writes them (tests/data/gguf, made by gguf-py:
 // scripts/make-gguf-fixtures): a split Llama in F32 loads to exactly the logits of the
 // safetensors fixture it was converted from (the converter's q/k row interleave undone), a
-// Qwen3 in Q8_0 and Q4_0 to exactly those of the fixture with its quantized values, and broken
-// files fail naming the file and the fault.
+// Qwen3 in Q8_0 and Q4_0 to exactly those of the fixture with its quantized values, Nemotron-H
+// likewise (F32, and Q8_0 + Q4_0 with stacked experts), and broken files fail naming the file
+// and the fault.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,7 +57,120 @@ TEST(Gguf, TheConfigComesFromTheMetadata) {
   EXPECT_EQ((*config)["tie_word_embeddings"], false);
 }
 
+TEST(Gguf, ANemotronHEqualsItsSafetensorsWithTheFilesA) {
+  // Mamba2, attention and MLP layers in F32: the converter's reshapes and its q/k interleave
+  // undone give the checkpoint's tensors, all but A_log. The file holds A = -exp(A_log) as the
+  // converter's exp rounded it, and lockstep's A_log from it (log(-A), moved by an ulp where
+  // needed) gives that A back exactly under the CPU backend's exp; so the GGUF model is the
+  // checkpoint's with that A_log, bit for bit. (The prompt stays inside one SSD chunk of either
+  // config's chunk size, which the file does not carry.)
+  auto file = GgufModel::open(gguf("nemotron_h.gguf"));
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto checkpoint = Checkpoint::open(test_data("nemotron_h"));
+  ASSERT_TRUE(checkpoint.ok());
+  MemoryWeights weights;
+  int a_logs = 0;
+  for (const std::string& name : (*checkpoint)->names()) {
+    const TensorInfo mine = *(*checkpoint)->find(name);
+    auto theirs = (*file)->find(name);
+    ASSERT_TRUE(theirs.ok()) << theirs.error().message;
+    ASSERT_TRUE(theirs->shape == mine.shape) << name;
+    ASSERT_EQ(theirs->dtype, DType::f32);
+    const bool a_log = name.size() > 6 && name.compare(name.size() - 6, 6, ".A_log") == 0;
+    if (!a_log) {
+      EXPECT_EQ(std::memcmp(theirs->data, mine.data, mine.bytes), 0) << name;
+    } else {
+      ++a_logs;
+      const auto* values = static_cast<const float*>(theirs->data);
+      const auto* original = static_cast<const float*>(mine.data);
+      for (int64_t h = 0; h < mine.shape.numel(); ++h)
+        EXPECT_NEAR(std::exp(values[h]), std::exp(original[h]), 1e-6f * std::exp(original[h])) << name << " " << h;
+    }
+    const auto* bytes = static_cast<const uint8_t*>(theirs->data);
+    weights.add(name, DType::f32, mine.shape, std::vector<uint8_t>(bytes, bytes + mine.bytes));
+  }
+  EXPECT_EQ(a_logs, 3);
+  CpuBackend backend(2);
+  auto from_gguf = load_model(gguf("nemotron_h.gguf"), backend, ModelOptions{});
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
+  std::ifstream in(test_data("nemotron_h/config.json"));
+  auto from_checkpoint = create_model(nlohmann::json::parse(in), weights, backend, ModelOptions{});
+  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.error().message;
+  expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**from_checkpoint));
+  EXPECT_EQ((*from_gguf)->info().architecture, "NemotronHForCausalLM");
+}
+
+TEST(Gguf, ANemotronHConfigComesFromTheMetadata) {
+  for (const std::string& name : {std::string("nemotron_h"), std::string("nemotron_h_moe")}) {
+    SCOPED_TRACE(name);
+    auto model = GgufModel::open(gguf(name == "nemotron_h" ? "nemotron_h.gguf" : "nemotron_h_moe-q8_0.gguf"));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto config = (*model)->config();
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    std::ifstream in(test_data(name + "/config.json"));
+    const nlohmann::json want = nlohmann::json::parse(in);
+    // The layer kinds, by llama.cpp's names for them.
+    std::vector<std::string> kinds;
+    for (const auto& kind : want["layers_block_type"]) {
+      const std::string k = kind.get<std::string>();
+      kinds.push_back(k == "linear_attention" ? "mamba" : k == "full_attention" ? "attention" : k);
+    }
+    EXPECT_EQ((*config)["layers_block_type"].get<std::vector<std::string>>(), kinds);
+    for (const char* key : {"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "mamba_num_heads",
+                            "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "vocab_size",
+                            "tie_word_embeddings"})
+      EXPECT_EQ((*config)[key], want[key]) << key;
+    EXPECT_EQ(float((*config)["layer_norm_epsilon"].get<double>()), float(want["layer_norm_epsilon"].get<double>()));
+    for (const char* key : {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "moe_shared_expert_intermediate_size", "n_shared_experts", "n_group", "norm_topk_prob",
+                            "routed_scaling_factor", "intermediate_size"}) {
+      if (want.contains(key) && (name == "nemotron_h_moe") != (std::string(key) == "intermediate_size")) {
+        EXPECT_EQ((*config)[key], want[key]) << key;
+      }
+    }
+  }
+}
+
 class GgufOnBackend : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufOnBackend, AQuantizedNemotronMoeEqualsTheModelOfItsValuesBitForBit) {
+  // Stacked experts (rank 3) in Q8_0 (up) and Q4_0 (down), with the shared expert cut into the
+  // stack, Q8_0 and Q4_0 Mamba and attention matrices: the model of the values they hold.
+  auto file = GgufModel::open(gguf("nemotron_h_moe-q8_0.gguf"));
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  MemoryWeights values;
+  int quantized = 0;
+  for (const std::string& name : (*file)->names()) {
+    const Shape shape = *(*file)->shape(name);
+    auto stored = (*file)->quantized(name, shape);
+    ASSERT_TRUE(stored.ok()) << stored.error().message;
+    std::vector<uint8_t> bytes(size_t(shape.numel()) * 4);
+    if (*stored) {
+      std::vector<float> dequantized = dequantized_values(**stored);
+      std::memcpy(bytes.data(), dequantized.data(), bytes.size());
+      ++quantized;
+    } else {
+      auto info = (*file)->find(name);
+      ASSERT_TRUE(info.ok()) << info.error().message;
+      ASSERT_EQ(info->dtype, DType::f32) << name;
+      std::memcpy(bytes.data(), info->data, bytes.size());
+    }
+    values.add(name, DType::f32, shape, std::move(bytes));
+  }
+  // Per Mamba layer in_proj and out_proj, per attention layer q, k, v and o, per MoE layer the
+  // two stacks and the shared expert's two; and the LM head.
+  EXPECT_EQ(quantized, 2 * 2 + 1 * 4 + 3 * 4 + 1);
+  auto config = (*file)->config();
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  std::unique_ptr<Backend> made = make_test_backend(GetParam());
+  ASSERT_NE(made, nullptr);
+  Backend& backend = *made;
+  auto from_gguf = load_model(gguf("nemotron_h_moe-q8_0.gguf"), backend, ModelOptions{});
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
+  auto plain = create_model(*config, values, backend, ModelOptions{});
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
+}
 
 TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
   auto file = GgufModel::open(gguf("qwen3-q8_0.gguf"));
@@ -181,7 +296,7 @@ TEST(GgufErrors, AnArchitectureLockstepDoesNotReadIsNamed) {
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at, 5, "gemma");
   std::ofstream(path, std::ios::binary) << bytes;
-  expect_error(load_file(path), "GGUF architecture 'gemma' is not one lockstep reads (llama, qwen3)");
+  expect_error(load_file(path), "GGUF architecture 'gemma' is not one lockstep reads (llama, qwen3, nemotron_h, nemotron_h_moe)");
 }
 
 }  // namespace

@@ -249,4 +249,25 @@ Status GgufFile::parse() {
   return Status::success();
 }
 
+std::optional<int64_t> gguf_integer(const nlohmann::json& metadata, const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+std::optional<double> gguf_number(const nlohmann::json& metadata, const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<int64_t> gguf_layer_integer(const nlohmann::json& metadata, const std::string& key, int64_t layer) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return std::nullopt;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (!it->is_array() || layer < 0 || size_t(layer) >= it->size() || !(*it)[size_t(layer)].is_number_integer())
+    return std::nullopt;
+  return (*it)[size_t(layer)].get<int64_t>();
+}
+
 }  // namespace lockstep

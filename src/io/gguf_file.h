@@ -33,6 +33,12 @@ std::string ggml_type_name(uint32_t type);
 // The block format of a quantized ggml type lockstep reads; nullopt for float types and others.
 std::optional<QuantFormat> ggml_quant_format(uint32_t type);
 
+// A metadata value as an integer or a number, if it is one; gguf_layer_integer also reads a
+// per-layer array (llama.cpp writes head counts and widths that differ by layer as arrays).
+std::optional<int64_t> gguf_integer(const nlohmann::json& metadata, const std::string& key);
+std::optional<double> gguf_number(const nlohmann::json& metadata, const std::string& key);
+std::optional<int64_t> gguf_layer_integer(const nlohmann::json& metadata, const std::string& key, int64_t layer);
+
 class GgufFile {
  public:
   [[nodiscard]] static Expected<std::unique_ptr<GgufFile>> open(const std::string& path);
