@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "tensor/quant.h"
 #include "tensor/quant_tensor.h"
 #include "test_support.h"
 
@@ -74,9 +75,12 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
   const int64_t m = 37;
   std::mt19937 rng(7);
   // k = 8448 makes the scratch path dequantize 4 columns at a time, k = 512 16 of them; passes
-  // of up to 8 rows take the AVX-512 set's fused kernel where it has one.
-  for (int64_t k : {512, 8448})
+  // of up to 8 rows take the AVX-512 set's fused kernel where it has one. k = 2688 (the 30B
+  // shape's width, formats whose blocks divide it) gives Q8_0 and Q4_0 rows that start off a
+  // 16-byte boundary, as Q6_K's do at 512.
+  for (int64_t k : {512, 8448, 2688})
   for (const Format& format : formats()) {
+    if (k % block_values(format.layout) != 0) continue;
     SCOPED_TRACE(format.name + ", k " + std::to_string(k));
     const std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
     OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
@@ -89,7 +93,9 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
     OwnedTensor wf = backend->alloc(DType::f32, {m, k});
     backend->upload(wf, values.data());
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (int64_t n : k > 4096 ? std::vector<int64_t>{1, 4, 8, 9, 33} : std::vector<int64_t>{1, 2, 3, 5, 8, 16, 17, 64, 65, 300}) {
+    const std::vector<int64_t> widths = k == 512 ? std::vector<int64_t>{1, 2, 3, 5, 8, 16, 17, 64, 65, 300}
+                                                 : std::vector<int64_t>{1, 4, 8, 9, 16, 33};
+    for (int64_t n : widths) {
       std::vector<float> x(size_t(n * k));
       for (float& v : x) v = normal(rng);
       OwnedTensor xs = backend->alloc(DType::f32, {n, k});
@@ -131,6 +137,61 @@ TEST_P(QuantMatmul, EmbeddingRowsAreTheDequantizedValues) {
                             want.data());
       ASSERT_EQ(std::memcmp(got.data() + i * size_t(d), want.data(), size_t(d) * 4), 0) << "id " << ids[i];
     }
+  }
+}
+
+TEST_P(QuantMatmul, EveryFp8CodeMultipliesAsItsValue) {
+  // Weight rows holding every code but the two NaNs (subnormals, both zeros, both signs), in a
+  // different order a row, and one row with a NaN code: the first rows' sums are bit for bit
+  // the f32 matmul's of their values (the CPU builds each code's value in registers), the NaN
+  // row's are NaN.
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  const QuantLayout layout{QuantFormat::fp8_e4m3, 32, 0, DType::f32};
+  const int64_t k = 256, m = 5;
+  const size_t row_bytes = quant_row_total(layout, k);
+  std::vector<std::byte> stored(size_t(m) * row_bytes);
+  for (int64_t row = 0; row < m; ++row) {
+    std::byte* at = stored.data() + size_t(row) * row_bytes;
+    for (int i = 0; i < 256; ++i) {
+      const int code = (i * (2 * int(row) + 1) + int(row)) % 256;
+      at[i] = std::byte((code & 0x7f) == 0x7f && row + 1 < m ? 0 : code);
+    }
+    for (int b = 0; b < 8; ++b) {
+      const float scale = 0.25f + 0.07f * float(b + row);
+      std::memcpy(at + k + 4 * b, &scale, 4);
+    }
+  }
+  std::vector<float> values(size_t(m * k));
+  for (int64_t r = 0; r < m; ++r) dequantize_stored_row(layout, stored.data() + size_t(r) * row_bytes, k, values.data() + r * k);
+  OwnedTensor wq = backend->alloc_quantized(layout, {m, k});
+  backend->upload(wq, stored.data());
+  OwnedTensor wf = backend->alloc(DType::f32, {m, k});
+  backend->upload(wf, values.data());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t n : {1, 3, 8}) {
+    std::vector<float> x(size_t(n * k));
+    for (float& v : x) v = normal(rng);
+    OwnedTensor xs = backend->alloc(DType::f32, {n, k});
+    backend->upload(xs, x.data());
+    OwnedTensor out = backend->alloc(DType::f32, {n, m}), want_out = backend->alloc(DType::f32, {n, m});
+    backend->matmul(xs, wq, out);
+    backend->matmul(xs, wf, want_out);
+    std::vector<float> got(size_t(n * m)), want(size_t(n * m));
+    backend->download(got.data(), out);
+    backend->download(want.data(), want_out);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < m; ++c) {
+        const size_t i = size_t(r * m + c);
+        if (c + 1 == m) {
+          EXPECT_TRUE(std::isnan(got[i]));
+          continue;
+        }
+        uint32_t a, b;
+        std::memcpy(&a, &got[i], 4);
+        std::memcpy(&b, &want[i], 4);
+        EXPECT_EQ(a, b) << "rows " << n << ", row " << r << ", column " << c;
+      }
   }
 }
 

@@ -157,31 +157,38 @@ struct Q6K {
   }
 };
 
-// FP8 e4m3: the codes, then an f32 scale per group; codes decoded through a table of every
-// code's value (tensor/quant.h's e4m3_to_f32).
+// FP8 e4m3: the codes, then an f32 scale per group. A code's value is built in the register,
+// exactly tensor/quant.h's e4m3_to_f32, with no subnormal f32 on the way (an x86 core takes a
+// slow assist for each): a normal code's exponent and mantissa bits placed in an f32's (bits 20
+// to 26) with 120 added to the exponent (the bias, 127 against 7); a subnormal code (exponent 0)
+// as 2^-6 * (1 + m/8) less 2^-6, exact; its sign set; the NaN codes (all seven low bits set) the
+// quiet NaN with their sign. Then times the scale.
 struct Fp8 {
   int group;
   int64_t k;
-  const float* table;
+  static __m512 values(__m128i codes) {
+    const __m512i wide = _mm512_cvtepu8_epi32(codes);
+    const __m512i low = _mm512_and_si512(wide, _mm512_set1_epi32(0x7f));
+    const __m512i placed = _mm512_slli_epi32(low, 20);
+    __m512 magnitude = _mm512_castsi512_ps(_mm512_add_epi32(placed, _mm512_set1_epi32(120 << 23)));
+    const __mmask16 subnormal = _mm512_testn_epi32_mask(low, _mm512_set1_epi32(0x78));
+    const __m512 lifted = _mm512_castsi512_ps(_mm512_add_epi32(placed, _mm512_set1_epi32(121 << 23)));
+    magnitude = _mm512_mask_sub_ps(magnitude, subnormal, lifted, _mm512_set1_ps(0x1p-6f));
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(low, _mm512_set1_epi32(0x7f));
+    const __m512i bits = _mm512_mask_blend_epi32(nan, _mm512_castps_si512(magnitude), _mm512_set1_epi32(0x7fc00000));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(wide, _mm512_set1_epi32(0x80)), 24);
+    return _mm512_castsi512_ps(_mm512_or_si512(bits, sign));
+  }
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
     const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
     const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
     float s;
     std::memcpy(&s, row + k + 4 * (32 * j / group), 4);
     const __m512 scale = _mm512_set1_ps(s);
-    w0 = _mm512_mul_ps(_mm512_i32gather_ps(_mm512_cvtepu8_epi32(c0), table, 4), scale);  // e4m3(code) * scale
-    w1 = _mm512_mul_ps(_mm512_i32gather_ps(_mm512_cvtepu8_epi32(c1), table, 4), scale);
+    w0 = _mm512_mul_ps(values(c0), scale);  // e4m3(code) * scale
+    w1 = _mm512_mul_ps(values(c1), scale);
   }
 };
-
-const float* e4m3_table() {
-  static const auto table = [] {
-    alignas(64) static float values[256];
-    for (int code = 0; code < 256; ++code) values[code] = e4m3_to_f32(uint8_t(code));
-    return values;
-  }();
-  return table;
-}
 
 // out[r][c] for R rows from r0 and C columns from c0: C independent sums a row, so the fused
 // multiply-adds of one column do not wait on each other.
@@ -244,7 +251,7 @@ bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t co
     }
     case QuantFormat::fp8_e4m3:
       if (layout.group < 16) return false;  // per-tensor scales are stored per block (io/quantized_weights.cpp)
-      fused(a, Fp8{layout.group, a.k, e4m3_table()}, row_bytes, col_begin, col_end);
+      fused(a, Fp8{layout.group, a.k}, row_bytes, col_begin, col_end);
       return true;
     default: return false;
   }
