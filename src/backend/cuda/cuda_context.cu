@@ -112,6 +112,7 @@ void* ScratchBuffer::get(Launches& launches, size_t bytes) {
 Context::Context(int device) : launches(device) {
   LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
   prepare_matmul_bf16();
+  prepare_matmul_quant();
 }
 
 Context::~Context() {

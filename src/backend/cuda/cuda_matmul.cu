@@ -35,32 +35,6 @@ constexpr int kSpan = kGroup * kChunk;
 constexpr int64_t kDirectRowsMax = 16;
 constexpr int64_t kDirectListMax = 512;  // launches of up to this many rows read x without staging
 
-// Eight consecutive weights; positions at or past k read as zero.
-__device__ inline void load_w8(const float* w_row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
-  if (vector_ok && at + 8 <= k) {
-    const float4* p = reinterpret_cast<const float4*>(w_row + at);
-    float4 a = __ldg(p), b = __ldg(p + 1);
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = at + i < k ? w_row[at + i] : 0.0f;
-}
-
-// Eight x values of one row from global memory; positions at or past k read as zero.
-__device__ inline void load_x8(const float* x_row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
-  if (vector_ok && at + 8 <= k) {
-    const float4* p = reinterpret_cast<const float4*>(x_row + at);
-    float4 a = __ldg(p), b = __ldg(p + 1);
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = at + i < k ? x_row[at + i] : 0.0f;
-}
-
 // f32 weights: rows of k floats.
 struct F32Weights {
   const float* data;
@@ -69,7 +43,7 @@ struct F32Weights {
     return data + size_t(matrix) * size_t(stride) + size_t(col) * size_t(k);
   }
   __device__ void load8(const float* row, int64_t at, int64_t k, float (&out)[8]) const {
-    load_w8(row, at, k, vector_ok, out);
+    load_f32x8(row, at, k, vector_ok, out);
   }
 };
 
@@ -135,7 +109,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             float4 a = xp[0], b = xp[1];
             xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
           } else {
-            load_x8(x_rows[r], span + q * kChunk + lane * 8, k, vector_ok, xv);
+            load_f32x8(x_rows[r], span + q * kChunk + lane * 8, k, vector_ok, xv);
           }
 #pragma unroll
           for (int c = 0; c < kColsPerWarp; ++c)
@@ -202,6 +176,7 @@ void launch_matmul(const float* x, const void* w, const WeightFormat& format, fl
   require(format.dtype == DType::quant && quant_kind_of(format.quant, &kind) && !rows.packed,
           "matmul: weights of a type the CUDA kernels do not read");
   const QuantView view = quant_view(w, format.quant, k);
+  if (launch_matmul_quant_rows(x, kind, view, out, k, m, rows, launches)) return;
   with_quant_kind(kind, [&](auto c) { launch_quant<decltype(c)::value>(x, view, out, k, m, rows, launches); });
 }
 

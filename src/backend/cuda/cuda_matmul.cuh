@@ -52,6 +52,50 @@ __device__ inline int64_t launched_group(const MatmulRows& rows) {
   return rows.group_ids ? int64_t(rows.group_ids[blockIdx.y]) : int64_t(blockIdx.y);
 }
 
+// The CUDA-core kernels' shared pieces (cuda_matmul.cu, cuda_matmul_quant.cu).
+
+// Eight consecutive floats of a row (x's, or f32 weights'); positions at or past k read as zero.
+__device__ inline void load_f32x8(const float* row, int64_t at, int64_t k, bool vector_ok, float (&out)[8]) {
+  if (vector_ok && at + 8 <= k) {
+    const float4* p = reinterpret_cast<const float4*>(row + at);
+    float4 a = __ldg(p), b = __ldg(p + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = at + i < k ? row[at + i] : 0.0f;
+}
+
+// The x rows of list entries tile .. tile + kRows - 1 (in_rows[entry], or the entry), the last
+// of the tile's tile_rows repeated past its end.
+template <int kRows>
+__device__ inline void tile_x_rows(const float* x, const MatmulRows& rows, int64_t tile, int tile_rows, int64_t k,
+                                   const float* (&out)[kRows]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t entry = tile + (r < tile_rows ? r : tile_rows - 1);
+    out[r] = x + (rows.in_rows ? rows.in_rows[entry] : entry) * k;
+  }
+}
+
+// A tile's sums: each lane's partial acc[c][r] folded by the butterfly, then lane 0 stores it
+// for list entry tile + r (out row out_rows[entry], or the entry) and column col0 + c (none past m).
+template <int kCols, int kRows>
+__device__ inline void store_tile(const MatmulRows& rows, float* out, int64_t m, const float (&acc)[kCols][kRows],
+                                  int64_t tile, int tile_rows, int64_t col0, int lane) {
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= tile_rows) break;
+      const float total = warp_sum(acc[c][r]);
+      const int64_t entry = tile + r;
+      if (lane == 0 && col0 + c < m) store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col0 + c, total);
+    }
+  }
+}
+
 // What a matmul's weights are: f32, bf16, or quantized rows (DType::quant, in `quant`).
 struct WeightFormat {
   DType dtype = DType::f32;
@@ -77,6 +121,8 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launc
 
 // Sets the kernels' launch attributes (their shared memory); once, before any launch.
 void prepare_matmul_bf16();
+// The same for the quantized round kernel (cuda_matmul_quant.cu).
+void prepare_matmul_quant();
 size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k);
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, Launches& launches);

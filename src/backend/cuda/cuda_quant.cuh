@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_launches.cuh"
+#include "backend/cuda/cuda_matmul.cuh"
 #include "tensor/quant_layout.h"
 
 namespace lockstep::cuda {
@@ -188,5 +189,10 @@ struct QuantWeights : QuantView {
     }
   }
 };
+
+// The quantized matmul of a round (cuda_matmul_quant.cu): launch_matmul's sums for launches of
+// up to 16 rows a weight; false (nothing launched) for one it does not take.
+bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& view, float* out, int64_t k, int64_t m,
+                              const MatmulRows& rows, Launches& launches);
 
 }  // namespace lockstep::cuda
