@@ -33,7 +33,9 @@ void check(const GgufModel& model, const std::string& path, const uint8_t* data,
     auto stored = model.quantized(name, shape);
     if (stored.ok() && *stored) {
       // A quantized matrix: rows of its layout's size, which dequantize.
-      if ((*stored)->rows.size() != size_t(shape[0]) * quant_row_total((*stored)->layout, shape[1]))
+      // (A matrix [rows, k] or a stack of them [experts, rows, k].)
+      const int64_t k = shape[shape.rank - 1];
+      if ((*stored)->rows.size() != size_t(shape.numel() / k) * quant_row_total((*stored)->layout, k))
         fail("quantized '" + name + "' has rows of another size");
       (void)dequantized_values(**stored);
       continue;

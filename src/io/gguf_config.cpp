@@ -104,6 +104,13 @@ Expected<nlohmann::json> GgufModel::nemotron_config() const {
   auto hidden = need("embedding_length"), layers = need("block_count");
   for (auto* value : {&hidden, &layers})
     if (!value->ok()) return value->error();
+  // Both per-layer arrays, of one entry a layer (which also bounds the loop below by the file).
+  for (const char* key : {".attention.head_count_kv", ".feed_forward_length"}) {
+    auto it = meta.find(a + key);
+    if (it == meta.end() || !it->is_array() || int64_t(it->size()) != *layers)
+      return fail("metadata " + a + key + " is not an array of " + a + ".block_count (" + std::to_string(*layers) +
+                  ") entries, one a layer");
+  }
   const int64_t experts = gguf_integer(meta, a + ".expert_count").value_or(0);
   nlohmann::json config;
   config["architectures"] = {"NemotronHForCausalLM"};
