@@ -263,6 +263,28 @@ TEST(GgufErrors, BrokenFilesNameTheFileAndTheFault) {
   expect_error(load_file(dir->file("none.gguf")), "none.gguf: cannot open");
 }
 
+TEST(GgufErrors, ANemotronHLayerCountTheArraysDoNotHoldIsRefused) {
+  // nemotron_h.gguf with its block_count (a u32 after the key and its type) rewritten: the
+  // per-layer arrays hold 7 entries, so 8 layers, or a hostile four billion, are refused at once.
+  for (uint32_t count : {8u, 4000000000u}) {
+    auto dir = TempDir::create("lockstep-gguf");
+    ASSERT_TRUE(dir.ok());
+    const std::string path = copy_of(*dir, "nemotron_h.gguf");
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::string key = "nemotron_h.block_count";
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    std::memcpy(bytes.data() + at + key.size() + 4, &count, 4);
+    std::ofstream(path, std::ios::binary) << bytes;
+    expect_error(load_file(path), "metadata nemotron_h.attention.head_count_kv is not an array of nemotron_h.block_count (" +
+                                      std::to_string(count) + ") entries, one a layer");
+  }
+}
+
 TEST(GgufErrors, HeaderCountsPastTheFileAreRefused) {
   auto dir = TempDir::create("lockstep-gguf");
   ASSERT_TRUE(dir.ok());
