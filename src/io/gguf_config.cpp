@@ -60,7 +60,8 @@ Expected<nlohmann::json> GgufModel::llama_config() const {
   if (auto scaling = meta.find(a + ".rope.scaling.type"); scaling != meta.end() && scaling->is_string()) {
     const std::string type = scaling->get<std::string>();
     if (type == "linear") {
-      config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", gguf_number(meta, a + ".rope.scaling.factor").value_or(1.0)}};
+      const double factor = gguf_number(meta, a + ".rope.scaling.factor").value_or(1.0);
+      config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", factor}};
     } else if (type != "none") {
       return make_error(file + ": rope scaling '" + type + "' is not one lockstep runs from a GGUF file (linear is)");
     }
@@ -136,7 +137,9 @@ Expected<nlohmann::json> GgufModel::nemotron_config() const {
   }
   config["layers_block_type"] = kinds;
   if (kv_heads > 0) {
-    auto heads = gguf_layer_integer(meta, a + ".attention.head_count", 0);
+    // The query heads of the first attention layer (a per-layer array holds 0 elsewhere).
+    const int64_t first = std::find(kinds.begin(), kinds.end(), "attention") - kinds.begin();
+    auto heads = gguf_layer_integer(meta, a + ".attention.head_count", first);
     if (!heads || *heads <= 0) return fail("metadata " + a + ".attention.head_count is missing or not positive");
     config["num_attention_heads"] = *heads;
     config["num_key_value_heads"] = kv_heads;
@@ -164,8 +167,13 @@ Expected<nlohmann::json> GgufModel::nemotron_config() const {
     config["moe_shared_expert_intermediate_size"] =
         gguf_integer(meta, a + ".expert_shared_feed_forward_length").value_or(0);
     config["n_shared_experts"] = gguf_integer(meta, a + ".expert_shared_count").value_or(1);
-    config["n_group"] = gguf_integer(meta, a + ".expert_group_count").value_or(1);
-    config["topk_group"] = gguf_integer(meta, a + ".expert_group_used_count").value_or(1);
+    const int64_t groups = gguf_integer(meta, a + ".expert_group_count").value_or(1);
+    const auto used_groups = gguf_integer(meta, a + ".expert_group_used_count");
+    if (groups > 1 && !used_groups)
+      return fail("metadata " + a + ".expert_group_count is " + std::to_string(groups) + " but " + a +
+                  ".expert_group_used_count (how many groups a token picks from) is missing");
+    config["n_group"] = groups;
+    config["topk_group"] = used_groups.value_or(1);
     auto norm = meta.find(a + ".expert_weights_norm");
     config["norm_topk_prob"] = norm != meta.end() && norm->is_boolean() ? norm->get<bool>() : true;
     config["routed_scaling_factor"] = gguf_number(meta, a + ".expert_weights_scale").value_or(1.0);

@@ -110,7 +110,8 @@ std::optional<Shape> GgufModel::shape(const std::string& name) const {
 bool GgufModel::permutes_qk() const { return architecture_ == "llama" || gguf_is_nemotron(architecture_); }
 
 bool GgufModel::permuted(const std::string& name) const {
-  return permutes_qk() && (name.find("q_proj.weight") != std::string::npos || name.find("k_proj.weight") != std::string::npos);
+  return permutes_qk() &&
+         (name.find("q_proj.weight") != std::string::npos || name.find("k_proj.weight") != std::string::npos);
 }
 
 bool GgufModel::has(const std::string& name) const { return tensor_for(name) != nullptr; }

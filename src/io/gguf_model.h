@@ -3,8 +3,9 @@
 // metadata as the config.json those families read. Llama, Qwen3 and Nemotron-H (llama.cpp's
 // "llama", "qwen3", "nemotron_h" and "nemotron_h_moe"); llama.cpp's converter interleaves the
 // rows of Llama's and Nemotron-H's q and k projections for its rotary layout and stores
-// Nemotron-H's A as -exp(A_log), which is undone here. F32, F16 and BF16 tensors load as they are; Q8_0, Q4_0, Q4_K, Q5_K and Q6_K stay
-// quantized (quantized()); other ggml types are refused by name.
+// Nemotron-H's A as -exp(A_log), which is undone here. F32, F16 and BF16 tensors load as they
+// are; Q8_0, Q4_0, Q4_K, Q5_K and Q6_K stay quantized (quantized(), matrices and stacks of
+// experts); other ggml types are refused by name.
 #pragma once
 
 #include <map>

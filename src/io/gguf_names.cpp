@@ -86,7 +86,8 @@ std::string gguf_hf_name(const std::string& architecture, const std::string& ggu
 Shape gguf_hf_shape(const std::string& hf, const GgufTensor& tensor) {
   Shape shape;
   for (auto it = tensor.dims.rbegin(); it != tensor.dims.rend(); ++it) shape.dims[shape.rank++] = *it;
-  if (shape.rank == 2 && (ends_with(hf, ".mixer.A_log") || ends_with(hf, ".mixer.D")) && shape[1] == 1) return {shape[0]};
+  const bool per_head = ends_with(hf, ".mixer.A_log") || ends_with(hf, ".mixer.D");
+  if (shape.rank == 2 && per_head && shape[1] == 1) return {shape[0]};
   if (shape.rank == 2 && ends_with(hf, ".mixer.conv1d.weight")) return {shape[0], 1, shape[1]};
   if (shape.rank == 2 && ends_with(hf, ".mixer.norm.weight")) return {shape[0] * shape[1]};
   return shape;

@@ -23,11 +23,14 @@ constexpr int kChunk = 256;  // k positions a warp step: 32 lanes x 8 (cuda_matm
 constexpr int kRowTile = 8;
 constexpr int kWarps = 4;
 constexpr size_t kMaxStaged = 96 * 1024;  // shared memory a block may take for its rows
+// Room past the rows: the copy starts up to 15 bytes before them (at a 16-byte boundary) and
+// its last piece, zero-filled to 16 bytes, may end up to 15 bytes past them.
+constexpr size_t kMargin = 32;
 
 // Copies bytes [src, src + bytes) of global memory to dst + src % 16 (dst 16-byte aligned) in
 // 16-byte pieces across the block, starting at the 16-byte boundary at or before src (inside
-// the same allocation, which starts aligned); nothing past src + bytes is read. The caller
-// waits (wait_all_copies).
+// the same allocation, which starts aligned); nothing past src + bytes is read, but the last
+// piece is zero-filled to 16 bytes in dst (kMargin). The caller waits (wait_all_copies).
 __device__ inline void copy_rows(uint8_t* dst, const uint8_t* src, size_t bytes) {
   const int lead = int(reinterpret_cast<uintptr_t>(src) % 16);
   const uint8_t* from = src - lead;
@@ -123,7 +126,7 @@ void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, i
   static_cast<QuantView&>(weights) = view;
   constexpr int kBlockCols = kWarps * kColsPerWarp;
   const dim3 grid(blocks_for(m, kBlockCols), unsigned(rows.segments ? rows.groups : 1));
-  const size_t bytes = size_t(kBlockCols) * view.row_bytes + 16;
+  const size_t bytes = size_t(kBlockCols) * view.row_bytes + kMargin;
   launch(matmul_quant_rows_kernel<kKind, kColsPerWarp>, grid, kWarps * 32, bytes, launches, x, weights, out, k, m,
          rows);
 }
@@ -135,10 +138,10 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
   // Rounds: a plain launch of up to 16 rows, or a grouped one of up to 16 a group (the
   // experts of a round), and rows that fit shared memory four columns at a time.
   const bool few_rows = rows.segments ? rows.max_group_rows <= 16 : rows.n <= 16;
-  if (!quant_rows_on() || !few_rows || view.row_bytes * kWarps + 16 > kMaxStaged || reinterpret_cast<uintptr_t>(view.data) % 16 != 0)
-    return false;
+  const bool fits = view.row_bytes * kWarps + kMargin <= kMaxStaged;
+  if (!quant_rows_on() || !few_rows || !fits || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
   // Two columns a warp where they fit and the launch still has a block for every SM or so.
-  const bool two = view.row_bytes * 2 * kWarps + 16 <= kMaxStaged && m >= 2 * kWarps * 2 * 132;
+  const bool two = view.row_bytes * 2 * kWarps + kMargin <= kMaxStaged && m >= 2 * kWarps * 2 * 132;
   with_quant_kind(kind, [&](auto c) {
     constexpr QuantKind kKind = decltype(c)::value;
     if (two)
@@ -156,9 +159,9 @@ void prepare_matmul_quant() {
     with_quant_kind(kind, [](auto c) {
       constexpr QuantKind kKind = decltype(c)::value;
       LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 1>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged + 16)));
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
       LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 2>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged + 16)));
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
     });
 }
 
