@@ -133,6 +133,22 @@ TEST(Gguf, ANemotronHConfigComesFromTheMetadata) {
 
 class GgufOnBackend : public ::testing::TestWithParam<std::string> {};
 
+// The GGUF file `name` (opened as `file`) loads on `backend_name` to exactly the logits of the
+// model its config makes from `values`, and as `architecture`.
+void expect_model_of(const GgufModel& file, const std::string& name, const MemoryWeights& values,
+                     const std::string& backend_name, const std::string& architecture) {
+  auto config = file.config();
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  std::unique_ptr<Backend> backend = make_test_backend(backend_name);
+  ASSERT_NE(backend, nullptr);
+  auto from_gguf = load_model(gguf(name), *backend, ModelOptions{});
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
+  auto plain = create_model(*config, values, *backend, ModelOptions{});
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
+  EXPECT_EQ((*from_gguf)->info().architecture, architecture);
+}
+
 TEST_P(GgufOnBackend, AQuantizedNemotronMoeEqualsTheModelOfItsValuesBitForBit) {
   // Stacked experts (rank 3) in Q8_0 (up) and Q4_0 (down), with the shared expert cut into the
   // stack, Q8_0 and Q4_0 Mamba and attention matrices: the model of the values they hold.
@@ -160,16 +176,7 @@ TEST_P(GgufOnBackend, AQuantizedNemotronMoeEqualsTheModelOfItsValuesBitForBit) {
   // Per Mamba layer in_proj and out_proj, per attention layer q, k, v and o, per MoE layer the
   // two stacks and the shared expert's two; and the LM head.
   EXPECT_EQ(quantized, 2 * 2 + 1 * 4 + 3 * 4 + 1);
-  auto config = (*file)->config();
-  ASSERT_TRUE(config.ok()) << config.error().message;
-  std::unique_ptr<Backend> made = make_test_backend(GetParam());
-  ASSERT_NE(made, nullptr);
-  Backend& backend = *made;
-  auto from_gguf = load_model(gguf("nemotron_h_moe-q8_0.gguf"), backend, ModelOptions{});
-  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
-  auto plain = create_model(*config, values, backend, ModelOptions{});
-  ASSERT_TRUE(plain.ok()) << plain.error().message;
-  expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
+  expect_model_of(**file, "nemotron_h_moe-q8_0.gguf", values, GetParam(), "NemotronHForCausalLM");
 }
 
 TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
@@ -193,17 +200,7 @@ TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValuesBitForBit) {
     values.add(name, DType::f32, info.shape, std::move(bytes));
   }
   EXPECT_EQ(quantized, 3 * 7);  // q, k, v, o, gate, up and down in each of three layers
-  auto config = (*file)->config();
-  ASSERT_TRUE(config.ok());
-  std::unique_ptr<Backend> made = make_test_backend(GetParam());
-  ASSERT_NE(made, nullptr);
-  Backend& backend = *made;
-  auto from_gguf = load_model(gguf("qwen3-q8_0.gguf"), backend, ModelOptions{});
-  ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
-  auto plain = create_model(*config, values, backend, ModelOptions{});
-  ASSERT_TRUE(plain.ok()) << plain.error().message;
-  expect_same_bits(prompt_logits(**from_gguf), prompt_logits(**plain));
-  EXPECT_EQ((*from_gguf)->info().architecture, "Qwen3ForCausalLM");
+  expect_model_of(**file, "qwen3-q8_0.gguf", values, GetParam(), "Qwen3ForCausalLM");
 }
 
 std::vector<std::string> gguf_backends() {

@@ -20,6 +20,13 @@ bool ends_generation(const std::string& token) {
 
 }  // namespace
 
+Expected<int64_t> GgufModel::positive(const std::string& key) const {
+  const std::string full = architecture_ + "." + key;
+  auto value = gguf_integer(metadata(), full);
+  if (!value || *value <= 0) return make_error(files_.front()->path() + ": metadata " + full + " is missing or not positive");
+  return *value;
+}
+
 Expected<nlohmann::json> GgufModel::config() const {
   if (gguf_is_nemotron(architecture_)) return nemotron_config();
   return llama_config();
@@ -29,15 +36,10 @@ Expected<nlohmann::json> GgufModel::llama_config() const {
   const nlohmann::json& meta = metadata();
   const std::string& a = architecture_;
   const std::string file = files_.front()->path();
-  auto need = [&](const std::string& key) -> Expected<int64_t> {
-    auto value = gguf_integer(meta, a + "." + key);
-    if (!value || *value <= 0) return make_error(file + ": metadata " + a + "." + key + " is missing or not positive");
-    return *value;
-  };
   nlohmann::json config;
   config["architectures"] = {a == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM"};
-  auto hidden = need("embedding_length"), inner = need("feed_forward_length"), layers = need("block_count"),
-       heads = need("attention.head_count");
+  auto hidden = positive("embedding_length"), inner = positive("feed_forward_length"), layers = positive("block_count"),
+       heads = positive("attention.head_count");
   for (auto* value : {&hidden, &inner, &layers, &heads})
     if (!value->ok()) return value->error();
   config["hidden_size"] = *hidden;
@@ -93,16 +95,11 @@ Expected<nlohmann::json> GgufModel::nemotron_config() const {
   const std::string& a = architecture_;
   const std::string file = files_.front()->path();
   auto fail = [&](const std::string& what) { return make_error(file + ": " + what); };
-  auto need = [&](const std::string& key) -> Expected<int64_t> {
-    auto value = gguf_integer(meta, a + "." + key);
-    if (!value || *value <= 0) return make_error(file + ": metadata " + a + "." + key + " is missing or not positive");
-    return *value;
-  };
   if (gguf_integer(meta, a + ".nextn_predict_layers").value_or(0) > 0)
     return fail("the file has an MTP block (" + a + ".nextn_predict_layers), which lockstep does not read from GGUF");
   if (gguf_integer(meta, a + ".moe_latent_size").value_or(0) > 0)
     return fail("latent MoE projections (" + a + ".moe_latent_size) are not supported yet");
-  auto hidden = need("embedding_length"), layers = need("block_count");
+  auto hidden = positive("embedding_length"), layers = positive("block_count");
   for (auto* value : {&hidden, &layers})
     if (!value->ok()) return value->error();
   // Both per-layer arrays, of one entry a layer (which also bounds the loop below by the file).
@@ -147,8 +144,8 @@ Expected<nlohmann::json> GgufModel::nemotron_config() const {
   }
   if (mlp_width > 0) config["intermediate_size"] = mlp_width;
   if (std::find(kinds.begin(), kinds.end(), "mamba") != kinds.end()) {
-    auto heads = need("ssm.time_step_rank"), inner = need("ssm.inner_size"), state = need("ssm.state_size"),
-         groups = need("ssm.group_count"), kernel = need("ssm.conv_kernel");
+    auto heads = positive("ssm.time_step_rank"), inner = positive("ssm.inner_size"), state = positive("ssm.state_size"),
+         groups = positive("ssm.group_count"), kernel = positive("ssm.conv_kernel");
     for (auto* value : {&heads, &inner, &state, &groups, &kernel})
       if (!value->ok()) return value->error();
     if (*inner % *heads != 0) return fail("ssm.inner_size is not a whole number of ssm.time_step_rank heads");

@@ -53,6 +53,8 @@ class GgufModel : public WeightSource {
   const std::vector<std::byte>& unpermuted(const std::string& name, const GgufTensor& tensor, size_t row_bytes) const;
   // Nemotron-H's A_log from the stored A = -exp(A_log) (computed once, then kept).
   const std::vector<std::byte>& a_log(const std::string& name, const GgufTensor& tensor) const;
+  // The metadata integer ARCH.key, which must be positive, or an error naming it.
+  [[nodiscard]] Expected<int64_t> positive(const std::string& key) const;
   // config() for each family (gguf_config.cpp).
   [[nodiscard]] Expected<nlohmann::json> llama_config() const;
   [[nodiscard]] Expected<nlohmann::json> nemotron_config() const;
