@@ -143,6 +143,38 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufText,
                          ::testing::Values(Case{"llama3_1", "llama-bpe", true}, Case{"qwen3", "qwen2", false}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// Tekken (Mistral NeMo's tokenizer; no Hugging Face encodings are on record for it here): the
+// GGUF the converter would write gives the ids, the BOS and the text of the tokenizer.json it
+// came from, on every string of the other tokenizers' references (prose, code, digits,
+// whitespace runs, CJK, Arabic, emoji, combining marks, special-token text).
+TEST(GgufTextTekken, EncodesAsItsTokenizerJson) {
+  const std::string dir = testing_support::real_tokenizer_dir("mistral_nemo");
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "run scripts/fetch-tokenizers";
+  auto temp = TempDir::create("lockstep-gguf-text");
+  ASSERT_TRUE(temp.ok());
+  write_gguf(dir, "tekken", true, temp->file("model.gguf"));
+  auto text = ModelText::load(temp->file("model.gguf"));
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  auto folder = ModelText::load(dir);
+  ASSERT_TRUE(folder.ok()) << folder.error().message;
+  ASSERT_EQ(text->tokenizer().vocab_size(), folder->tokenizer().vocab_size());
+  size_t strings = 0;
+  for (const std::string name : {"qwen3", "llama3_1", "deepseek_v3", "gemma3"}) {
+    json encodings = *read_json_file(testing_support::tokenizer_fixture_path(name, "encodings.json"));
+    for (const json& test_case : encodings["cases"]) {
+      const std::string input = test_case["text"];
+      const std::vector<int32_t> ids = *folder->encode(input, true);
+      ASSERT_EQ(ids.front(), 1) << "<s> first";
+      EXPECT_EQ(*text->encode(input, true), ids) << input;
+      EXPECT_EQ(text->tokenizer().decode(ids), folder->tokenizer().decode(ids)) << input;
+      ++strings;
+    }
+  }
+  EXPECT_GT(strings, 100u);
+  // Tekken's words of capitals and small letters split where its pattern splits them.
+  EXPECT_EQ(*text->encode("HTTPServer camelCase", false), *folder->encode("HTTPServer camelCase", false));
+}
+
 TEST(GgufTextErrors, ATokenizerLockstepDoesNotReadIsNamed) {
   auto temp = TempDir::create("lockstep-gguf-text");
   ASSERT_TRUE(temp.ok());

@@ -1,7 +1,8 @@
 // ModelText from a GGUF file: the tokenizer that llama.cpp's converter wrote into the metadata
 // (tokenizer.ggml.*), rebuilt as the tokenizer.json it came from, and the chat template
 // (tokenizer.chat_template). Byte-level BPE ("gpt2") with the pre-tokenizers of Llama 3
-// ("llama-bpe") and Qwen2/Qwen3 ("qwen2"); others are refused by name.
+// ("llama-bpe"), Qwen2/Qwen3 ("qwen2") and Tekken ("tekken": Mistral NeMo's 131,072 tokens);
+// others are refused by name.
 #include <nlohmann/json.hpp>
 
 #include "io/gguf_model.h"
@@ -14,6 +15,7 @@ namespace {
 // llama.cpp's token types (tokenizer.ggml.token_type).
 constexpr int kControl = 3;
 constexpr int kUserDefined = 4;
+constexpr int kUnused = 5;  // padding the converter adds past the tokenizer's own ids ("[PAD123]")
 
 // The split pattern and settings of each pre-tokenizer llama.cpp names, as the Hugging Face
 // tokenizer.json of those models has them.
@@ -30,6 +32,10 @@ std::optional<PreTokenizer> pre_tokenizer(const std::string& name) {
   if (name == "qwen2")
     return PreTokenizer{R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
                         true, false};
+  // Tekken's own pattern (its tokenizer.json), not the rewrite llama.cpp runs in its place.
+  if (name == "tekken")
+    return PreTokenizer{R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+                        false, true};
   return std::nullopt;
 }
 
@@ -47,7 +53,7 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
     return gguf_error(path, "tokenizer.ggml.model '" + model + "' is not one lockstep reads (gpt2: byte-level BPE)");
   const std::string pre_name = text("tokenizer.ggml.pre");
   std::optional<PreTokenizer> pre = pre_tokenizer(pre_name);
-  if (!pre) return gguf_error(path, "tokenizer.ggml.pre '" + pre_name + "' is not one lockstep reads (llama-bpe, qwen2)");
+  if (!pre) return gguf_error(path, "tokenizer.ggml.pre '" + pre_name + "' is not one lockstep reads (llama-bpe, qwen2, tekken)");
   static const nlohmann::json none = nlohmann::json::array();
   auto list = [&](const char* key) -> const nlohmann::json& {
     auto it = meta.find(key);
@@ -65,6 +71,7 @@ Expected<nlohmann::json> tokenizer_json(const nlohmann::json& meta, const std::s
     if (!types[id].is_number_integer()) return gguf_error(path, "token_type " + std::to_string(id) + " is not an integer");
     const int type = types[id].get<int>();
     const std::string& token = tokens[id].get_ref<const std::string&>();
+    if (type == kUnused) continue;  // no token of the tokenizer: nothing encodes to it
     if (type == kControl || type == kUserDefined) {
       added.push_back({{"id", id}, {"content", token}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                        {"normalized", false}, {"special", type == kControl}});
