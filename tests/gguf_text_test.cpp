@@ -175,6 +175,27 @@ TEST(GgufTextTekken, EncodesAsItsTokenizerJson) {
   EXPECT_EQ(*text->encode("HTTPServer camelCase", false), *folder->encode("HTTPServer camelCase", false));
 }
 
+// Ids the converter pads the vocabulary with (type UNUSED, "[PAD3]") are no token: nothing
+// encodes to them and they decode to nothing, as with the Hugging Face tokenizer they are not in.
+TEST(GgufTextPadding, UnusedIdsAreNoToken) {
+  auto temp = TempDir::create("lockstep-gguf-text");
+  ASSERT_TRUE(temp.ok());
+  MetadataWriter out;
+  out.string("general.architecture", "qwen3");
+  out.string("tokenizer.ggml.model", "gpt2");
+  out.string("tokenizer.ggml.pre", "qwen2");
+  out.strings("tokenizer.ggml.tokens", {"a", "b", "ab", "[PAD3]"});
+  out.i32s("tokenizer.ggml.token_type", {1, 1, 1, 5});
+  out.strings("tokenizer.ggml.merges", {"a b"});
+  out.write(temp->file("padded.gguf"));
+  auto text = ModelText::load(temp->file("padded.gguf"));
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(*text->encode("ab", false), std::vector<int32_t>{2});
+  EXPECT_EQ(text->tokenizer().token_to_id("[PAD3]"), std::nullopt);
+  EXPECT_EQ(text->tokenizer().id_to_token(3), std::nullopt);
+  EXPECT_EQ(text->tokenizer().decode({2, 3}), "ab");
+}
+
 TEST(GgufTextErrors, ATokenizerLockstepDoesNotReadIsNamed) {
   auto temp = TempDir::create("lockstep-gguf-text");
   ASSERT_TRUE(temp.ok());
