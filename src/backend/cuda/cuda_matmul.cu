@@ -72,16 +72,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   for (int64_t tile = first; tile < last; tile += kRowTile) {
     const int tile_rows = int(min64(kRowTile, last - tile));
     const float* x_rows[kRowTile];
-#pragma unroll
-    for (int r = 0; r < kRowTile; ++r) {
-      const int64_t entry = tile + min64(r, tile_rows - 1);
-      x_rows[r] = x + (rows.in_rows ? rows.in_rows[entry] : entry) * k;
-    }
-    float acc[kColsPerWarp][kRowTile];
-#pragma unroll
-    for (int c = 0; c < kColsPerWarp; ++c)
-#pragma unroll
-      for (int r = 0; r < kRowTile; ++r) acc[c][r] = 0.0f;
+    tile_x_rows(x, rows, tile, tile_rows, k, x_rows);
+    float acc[kColsPerWarp][kRowTile] = {};
 
     for (int64_t span = 0; span < k; span += kSpan) {
       // This warp's weights for the span, in registers before the barrier.
@@ -118,20 +110,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         }
       }
     }
-#pragma unroll
-    for (int c = 0; c < kColsPerWarp; ++c) {
-#pragma unroll
-      for (int r = 0; r < kRowTile; ++r) {
-        if (r >= tile_rows) break;
-        float total = warp_sum(acc[c][r]);
-        const int64_t col = col0 + c;
-        if (lane == 0 && col < m) {
-          int64_t entry = tile + r;
-          int64_t row = rows.out_rows ? rows.out_rows[entry] : entry;
-          store(rows, out, m, row, col, total);
-        }
-      }
-    }
+    store_tile(rows, out, m, acc, tile, tile_rows, col0, lane);
   }
 }
 

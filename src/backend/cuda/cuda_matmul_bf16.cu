@@ -25,8 +25,6 @@
 // weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
 // One-row launches with packed weights take the row kernel (cuda_matmul_bf16_row.cu: x split
 // once a block), and fill-sized launches the tiled fill kernel: the same sums in each.
-#include <cstdlib>
-
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 
 namespace lockstep::cuda {
@@ -35,19 +33,13 @@ using namespace bf16;
 
 namespace {
 
-// Launches whose row groups may hold this many rows take the tiled kernel (fills; not the
-// expert matmuls of a 64-stream round, whose x has 384 rows but each expert only a few).
-// LOCKSTEP_CUDA_TILED_GROUP_ROWS=N, an experiment switch not yet measured (docs/gpu-performance.md,
-// "Rounds of 64 to 1,024 streams"), sends a grouped launch to the tiled kernel only when its
-// groups hold N rows on average: from 256 streams a round's expert launches can hold 256 rows
-// a group, though 128 experts get about 12 each, and the tiled kernel's 64-row tiles run mostly
-// empty.
+// Plain launches of this many rows take the tiled kernel (fills).
 constexpr int64_t kTiledMinRows = 256;
-
-int64_t switch_value(const char* name, int64_t otherwise) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::atoll(value) : otherwise;
-}
+// Grouped launches (a layer's experts) take it when their groups hold this many rows on
+// average: a fill's experts get hundreds each, but from 256 streams a round's launch can hold
+// 256 rows a group though 128 experts get about 12 each, and the tiled kernel's 64-row tiles
+// would run mostly empty (docs/gpu-performance.md, "Rounds of 64 to 1,024 streams").
+constexpr int64_t kTiledGroupRows = 64;
 
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
 
@@ -461,14 +453,9 @@ size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, Launches& launches) {
   const auto* weights = static_cast<const __nv_bfloat16*>(w);
-  // The most rows a row group can hold: the launch's rows, or a group's rows (at most x_rows:
-  // each token row picks an expert once).
-  static const int64_t tiled_group_rows = switch_value("LOCKSTEP_CUDA_TILED_GROUP_ROWS", 0);
   // The rows a group holds on average (the list's entries over the groups launched).
   const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
-  const bool fill_sized = !rows.segments        ? rows.n >= kTiledMinRows
-                          : tiled_group_rows > 0 ? typical >= tiled_group_rows
-                                                 : rows.max_group_rows >= kTiledMinRows;
+  const bool fill_sized = rows.segments ? typical >= kTiledGroupRows : rows.n >= kTiledMinRows;
   // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel), which
   // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
   // which splits x itself.

@@ -111,14 +111,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Off unless LOCKSTEP_CUDA_QUANT_ROWS=1: written in session 31, when no GPU could be had, so
-// neither its tests nor its speed have run on one yet (docs/gpu-performance.md); off, nothing
-// here runs on the device, not even prepare_matmul_quant's attributes.
-bool quant_rows_on() {
-  static const bool on = switched_on("LOCKSTEP_CUDA_QUANT_ROWS");
-  return on;
-}
-
 template <QuantKind kKind, int kColsPerWarp>
 void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                  Launches& launches) {
@@ -139,7 +131,7 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
   // experts of a round), and rows that fit shared memory four columns at a time.
   const bool few_rows = rows.segments ? rows.max_group_rows <= 16 : rows.n <= 16;
   const bool fits = view.row_bytes * kWarps + kMargin <= kMaxStaged;
-  if (!quant_rows_on() || !few_rows || !fits || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
+  if (!few_rows || !fits || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
   // Two columns a warp where they fit and the launch still has a block for every SM or so.
   const bool two = view.row_bytes * 2 * kWarps + kMargin <= kMaxStaged && m >= 2 * kWarps * 2 * 132;
   with_quant_kind(kind, [&](auto c) {
@@ -153,7 +145,6 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
 }
 
 void prepare_matmul_quant() {
-  if (!quant_rows_on()) return;
   for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0, QuantKind::q4_k, QuantKind::q5_k, QuantKind::q6_k,
                          QuantKind::affine2, QuantKind::affine4, QuantKind::affine8, QuantKind::fp8})
     with_quant_kind(kind, [](auto c) {
