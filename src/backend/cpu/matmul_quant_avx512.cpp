@@ -199,7 +199,16 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
   const float* x = a.x + r0 * a.k;
-  for (int64_t j = 0; j < a.k / 32; ++j) {
+  // The next tile's rows (the C after these; contiguous) are asked for into L2 a few lines a
+  // step, spread over this tile's steps: the core's own prefetchers stop at each 4 KB page, and
+  // without this the decoding waits on memory instead of overlapping it (measured: one thread
+  // over 570 MB of q8_0 rows, 5.75 G weights/s without, 7.63 with). A prefetch past the weight's
+  // end is a hint, never a fault.
+  const char* next = reinterpret_cast<const char*>(rows + size_t(C) * row_bytes);
+  const int64_t steps = a.k / 32, lines = int64_t((size_t(C) * row_bytes + 63) / 64);
+  for (int64_t j = 0; j < steps; ++j) {
+    for (int64_t line = j * lines / steps; line < (j + 1) * lines / steps; ++line)
+      _mm_prefetch(next + line * 64, _MM_HINT_T1);
     __m512 w0[C], w1[C];
     for (int c = 0; c < C; ++c) decode(rows + size_t(c) * row_bytes, j, w0[c], w1[c]);
     for (int r = 0; r < R; ++r) {
