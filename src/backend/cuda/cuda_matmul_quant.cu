@@ -20,6 +20,7 @@ namespace lockstep::cuda {
 namespace {
 
 constexpr int kChunk = 256;  // k positions a warp step: 32 lanes x 8 (cuda_matmul.cu's order)
+constexpr int kRowTile = 8;
 constexpr int kWarps = 4;
 constexpr size_t kMaxStaged = 96 * 1024;  // shared memory a block may take for its rows
 // Room past the rows: the copy starts up to 15 bytes before them (at a 16-byte boundary) and
@@ -47,9 +48,8 @@ __device__ inline void copy_rows(uint8_t* dst, const uint8_t* src, size_t bytes)
 __device__ inline void wait_all_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 // A block owns kWarps * kColsPerWarp columns; warp w computes columns w * kColsPerWarp .. of
-// them, for every row of its group, in tiles of kRowTile rows (1, 4 or 8: fewer registers for
-// fewer rows, so more blocks, and more of their copies, fit an SM; each sum is the same).
-template <QuantKind kKind, int kColsPerWarp, int kRowTile>
+// them, for every row of its group, in tiles of 8 rows.
+template <QuantKind kKind, int kColsPerWarp>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_quant_rows_kernel(const float* __restrict__ x, const QuantWeights<kKind> w, float* __restrict__ out,
                              int64_t k, int64_t m, MatmulRows rows) {
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <QuantKind kKind, int kColsPerWarp, int kRowTile>
+template <QuantKind kKind, int kColsPerWarp>
 void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                  Launches& launches) {
   QuantWeights<kKind> weights;
@@ -119,7 +119,7 @@ void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, i
   constexpr int kBlockCols = kWarps * kColsPerWarp;
   const dim3 grid(blocks_for(m, kBlockCols), unsigned(rows.segments ? rows.groups : 1));
   const size_t bytes = size_t(kBlockCols) * view.row_bytes + kMargin;
-  launch(matmul_quant_rows_kernel<kKind, kColsPerWarp, kRowTile>, grid, kWarps * 32, bytes, launches, x, weights, out, k, m,
+  launch(matmul_quant_rows_kernel<kKind, kColsPerWarp>, grid, kWarps * 32, bytes, launches, x, weights, out, k, m,
          rows);
 }
 
@@ -134,19 +134,12 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
   if (!few_rows || !fits || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
   // Two columns a warp where they fit and the launch still has a block for every SM or so.
   const bool two = view.row_bytes * 2 * kWarps + kMargin <= kMaxStaged && m >= 2 * kWarps * 2 * 132;
-  const int64_t most_rows = rows.segments ? rows.max_group_rows : rows.n;
   with_quant_kind(kind, [&](auto c) {
     constexpr QuantKind kKind = decltype(c)::value;
-    auto by_rows = [&](auto cols) {
-      constexpr int kCols = decltype(cols)::value;
-      if (most_rows <= 1) return launch_rows<kKind, kCols, 1>(x, view, out, k, m, rows, launches);
-      if (most_rows <= 4) return launch_rows<kKind, kCols, 4>(x, view, out, k, m, rows, launches);
-      launch_rows<kKind, kCols, 8>(x, view, out, k, m, rows, launches);
-    };
     if (two)
-      by_rows(std::integral_constant<int, 2>{});
+      launch_rows<kKind, 2>(x, view, out, k, m, rows, launches);
     else
-      by_rows(std::integral_constant<int, 1>{});
+      launch_rows<kKind, 1>(x, view, out, k, m, rows, launches);
   });
   return true;
 }
@@ -156,12 +149,10 @@ void prepare_matmul_quant() {
                          QuantKind::affine2, QuantKind::affine4, QuantKind::affine8, QuantKind::fp8})
     with_quant_kind(kind, [](auto c) {
       constexpr QuantKind kKind = decltype(c)::value;
-      auto allow = [](auto kernel) {
-        LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
-      };
-      allow(matmul_quant_rows_kernel<kKind, 1, 1>), allow(matmul_quant_rows_kernel<kKind, 1, 4>);
-      allow(matmul_quant_rows_kernel<kKind, 1, 8>), allow(matmul_quant_rows_kernel<kKind, 2, 1>);
-      allow(matmul_quant_rows_kernel<kKind, 2, 4>), allow(matmul_quant_rows_kernel<kKind, 2, 8>);
+      LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 1>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
+      LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 2>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
     });
 }
 
