@@ -39,6 +39,21 @@ inline float load_scale(DType type, const std::byte* at) {
   return type == DType::bf16 ? bf16_to_f32(load_u16(at)) : half(load_u16(at));
 }
 
+// 0, 1, ..., 15 and 16, ..., 31 as floats: the codes a 4- or 5-bit block's table is built from.
+inline __m512 codes_0_15() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline __m512 codes_16_31() {
+  return _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+
+// The value of each of 16 codes (bytes below 16, or below 32 with a second table) from a table
+// of the block's 16 (or 32) values, each computed once with the format's own operations, so the
+// bits are those of decoding every code in turn: a permute in place of a convert and a multiply
+// (or two) per 16 values.
+inline __m512 look_up(__m128i codes, __m512 table) { return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table); }
+inline __m512 look_up(__m128i codes, __m512 low, __m512 high) {
+  return _mm512_permutex2var_ps(low, _mm512_cvtepu8_epi32(codes), high);
+}
+
 // The 32 values of pair j (k offsets 32 * j to 32 * j + 31) of one stored row, as two __m512 of
 // 16 (every format here has blocks or groups of 32 values or more, so one scale serves both).
 struct Q8_0 {
@@ -58,12 +73,10 @@ struct Q4_0 {
     const __m512 d = _mm512_set1_ps(half(load_u16(block)));
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
     const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m512i eight = _mm512_set1_epi32(8);
+    const __m512 table = _mm512_mul_ps(d, _mm512_sub_ps(codes_0_15(), _mm512_set1_ps(8)));  // d * float(q - 8)
     // Values 0 to 15 are the low nibbles, 16 to 31 the high ones.
-    const __m512i q0 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, mask)), eight);
-    const __m512i q1 = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask)), eight);
-    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0));  // d * float(q - 8)
-    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q1));
+    w0 = look_up(_mm_and_si128(bytes, mask), table);
+    w1 = look_up(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), table);
   }
 };
 
@@ -91,6 +104,12 @@ struct Affine {
     const __m512 scale = _mm512_set1_ps(load_scale(scale_type, row + scales_at + g * size));
     const __m512 bias = _mm512_set1_ps(load_scale(scale_type, row + biases_at + g * size));
     // float(q) * scale + bias, two roundings.
+    if (bits == 4) {
+      const __m512 table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), scale), bias);
+      w0 = look_up(b0, table);
+      w1 = look_up(b1, table);
+      return;
+    }
     w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), scale), bias);
     w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), scale), bias);
   }
@@ -126,8 +145,16 @@ struct Q45K {
       q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
       q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
     }
-    w0 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q0))), m1);
-    w1 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q1))), m1);
+    // d1 * float(q) - m1, two roundings.
+    const __m512 low = _mm512_sub_ps(_mm512_mul_ps(d1, codes_0_15()), m1);
+    if constexpr (kFive) {
+      const __m512 high = _mm512_sub_ps(_mm512_mul_ps(d1, codes_16_31()), m1);
+      w0 = look_up(q0, low, high);
+      w1 = look_up(q1, low, high);
+    } else {
+      w0 = look_up(q0, low);
+      w1 = look_up(q1, low);
+    }
   }
 };
 
