@@ -83,7 +83,7 @@ struct Q4_0 {
 // MLX affine, 4 or 8 bits: the words, then a scale and a bias per group.
 struct Affine {
   int bits;
-  int group;
+  int pairs_shift;  // log2 of the pairs of 32 values a group holds (groups of 32 to 128)
   DType scale_type;
   size_t scales_at;  // bytes from the row's start to its scales
   size_t biases_at;
@@ -100,7 +100,7 @@ struct Affine {
       b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
       b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
     }
-    const size_t g = size_t(32 * j / group), size = dtype_size(scale_type);
+    const size_t g = size_t(j >> pairs_shift), size = dtype_size(scale_type);
     const __m512 scale = _mm512_set1_ps(load_scale(scale_type, row + scales_at + g * size));
     const __m512 bias = _mm512_set1_ps(load_scale(scale_type, row + biases_at + g * size));
     // float(q) * scale + bias, two roundings.
@@ -191,7 +191,7 @@ struct Q6K {
 // as 2^-6 * (1 + m/8) less 2^-6, exact; its sign set; the NaN codes (all seven low bits set) the
 // quiet NaN with their sign. Then times the scale.
 struct Fp8 {
-  int group;
+  int pairs_shift;  // as Affine's
   int64_t k;
   static __m512 values(__m128i codes) {
     const __m512i wide = _mm512_cvtepu8_epi32(codes);
@@ -210,7 +210,7 @@ struct Fp8 {
     const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
     const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
     float s;
-    std::memcpy(&s, row + k + 4 * (32 * j / group), 4);
+    std::memcpy(&s, row + k + 4 * (j >> pairs_shift), 4);
     const __m512 scale = _mm512_set1_ps(s);
     w0 = _mm512_mul_ps(values(c0), scale);  // e4m3(code) * scale
     w1 = _mm512_mul_ps(values(c1), scale);
@@ -268,6 +268,14 @@ void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t 
   for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c);
 }
 
+// log2(group / 32) for groups of 32, 64 or 128 values (one scale for each pair of 32 the decoders
+// take: a shift, not a division, a pair), else -1: those take the dequantized scratch.
+int pairs_shift_of(int group) {
+  for (int shift = 0; shift <= 2; ++shift)
+    if (group == 32 << shift) return shift;
+  return -1;
+}
+
 bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin, int64_t col_end) {
   if (a.n > kMaxFusedRows || a.k % 32 != 0) return false;
   const size_t row_bytes = quant_row_total(layout, a.k);
@@ -281,13 +289,15 @@ bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t co
       if (layout.bits != 4 && layout.bits != 8) return false;
       const size_t scales_at = size_t(a.k) * size_t(layout.bits) / 8;
       const size_t biases_at = scales_at + size_t(a.k / layout.group) * dtype_size(layout.scale_type);
-      fused(a, Affine{layout.bits, layout.group, layout.scale_type, scales_at, biases_at}, row_bytes, col_begin,
-            col_end);
+      if (pairs_shift_of(layout.group) < 0) return false;
+      fused(a, Affine{layout.bits, pairs_shift_of(layout.group), layout.scale_type, scales_at, biases_at}, row_bytes,
+            col_begin, col_end);
       return true;
     }
     case QuantFormat::fp8_e4m3:
-      if (layout.group < 16) return false;  // per-tensor scales are stored per block (io/quantized_weights.cpp)
-      fused(a, Fp8{layout.group, a.k}, row_bytes, col_begin, col_end);
+      // (per-tensor scales are stored per block: io/quantized_weights.cpp)
+      if (pairs_shift_of(layout.group) < 0) return false;
+      fused(a, Fp8{pairs_shift_of(layout.group), a.k}, row_bytes, col_begin, col_end);
       return true;
     default: return false;
   }
