@@ -1,5 +1,6 @@
-// For the tokenizer tests: the four real tokenizers (fetched by scripts/fetch-tokenizers into
-// third_party/tokenizers/<name>/, not committed) and their reference fixtures
+// For the tokenizer tests: the four real tokenizers with references (fetched by
+// scripts/fetch-tokenizers into third_party/tokenizers/<name>/, not committed, beside a fifth,
+// mistral_nemo, which has none: tests/gguf_text_test.cpp) and their reference fixtures
 // (tests/data/tokenizers/<name>/: encodings.json made with Hugging Face tokenizers 0.23.2 from
 // tokenizer.json alone, chat.json with transformers 5.17 from the folder).
 #pragma once
