@@ -231,6 +231,18 @@ std::string copy_of(const TempDir& dir, const std::string& name) {
   return path;
 }
 
+// Rewrites the file at `path` in place: edit(bytes) changes the bytes read.
+template <class Edit>
+void rewrite(const std::string& path, Edit edit) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  edit(bytes);
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
 Expected<std::unique_ptr<Model>> load_file(const std::string& path) {
   static CpuBackend backend(1);
   return load_model(path, backend, ModelOptions{});
@@ -267,16 +279,12 @@ TEST(GgufErrors, ANemotronHLayerCountTheArraysDoNotHoldIsRefused) {
     auto dir = TempDir::create("lockstep-gguf");
     ASSERT_TRUE(dir.ok());
     const std::string path = copy_of(*dir, "nemotron_h.gguf");
-    std::string bytes;
-    {
-      std::ifstream in(path, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    const std::string key = "nemotron_h.block_count";
-    const size_t at = bytes.find(key);
-    ASSERT_NE(at, std::string::npos);
-    std::memcpy(bytes.data() + at + key.size() + 4, &count, 4);
-    std::ofstream(path, std::ios::binary) << bytes;
+    rewrite(path, [&](std::string& bytes) {
+      const std::string key = "nemotron_h.block_count";
+      const size_t at = bytes.find(key);
+      ASSERT_NE(at, std::string::npos);
+      std::memcpy(bytes.data() + at + key.size() + 4, &count, 4);
+    });
     expect_error(load_file(path), "metadata nemotron_h.attention.head_count_kv is not an array of nemotron_h.block_count (" +
                                       std::to_string(count) + ") entries, one a layer");
   }
@@ -303,18 +311,14 @@ TEST(GgufErrors, AnArchitectureLockstepDoesNotReadIsNamed) {
   auto dir = TempDir::create("lockstep-gguf");
   ASSERT_TRUE(dir.ok());
   const std::string path = copy_of(*dir, "qwen3-q8_0.gguf");
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const std::string key = "general.architecture";
-  size_t at = bytes.find(key);
-  ASSERT_NE(at, std::string::npos);
-  at = bytes.find("qwen3", at + key.size());
-  ASSERT_NE(at, std::string::npos);
-  bytes.replace(at, 5, "gemma");
-  std::ofstream(path, std::ios::binary) << bytes;
+  rewrite(path, [](std::string& bytes) {
+    const std::string key = "general.architecture";
+    size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    at = bytes.find("qwen3", at + key.size());
+    ASSERT_NE(at, std::string::npos);
+    bytes.replace(at, 5, "gemma");
+  });
   expect_error(load_file(path), "GGUF architecture 'gemma' is not one lockstep reads (llama, qwen3, nemotron_h, nemotron_h_moe)");
 }
 
