@@ -3,18 +3,23 @@
 // A decode step reads every weight once per round, so at few rows a matmul should run at the
 // speed memory delivers the weights. Each case cycles through enough copies of its weight to
 // overflow the last-level cache, as a model's layers do; --hot reuses one copy instead, which
-// shows what the kernel does when memory is not the limit.
+// shows what the kernel does when memory is not the limit. --quantize takes the weights in a
+// quantized layout instead (rows as DummyWeights makes them, copied into the arena), at decode
+// widths: the fused kernels' share of the bandwidth, counted in quantized bytes.
 //
 //   matmul_bench [--quick] [--hot] [--threads N] [--isa generic|avx2|avx512]
+//                [--quantize q8_0|q4_0|q4|fp8|q4_k|q5_k|q6_k]
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "bandwidth.h"
+#include "io/dummy_weights.h"
 #include "machine_load.h"
 #include "random_fill.h"
 #include "timing.h"
@@ -27,6 +32,7 @@ struct Options {
   bool hot = false;
   int threads = 0;
   std::string isa;
+  std::optional<QuantLayout> quantize;
 };
 
 struct MatmulCase {
@@ -34,8 +40,11 @@ struct MatmulCase {
   int64_t m;     // output columns: the weight's rows
   int64_t k;     // the reduction length
   int64_t rows;  // rows of x, one per sequence in a decode round
+  std::optional<QuantLayout> quant;  // set: dtype is DType::quant, rows in this layout
 
-  int64_t weight_bytes() const { return m * k * int64_t(dtype_size(dtype)); }
+  int64_t weight_bytes() const {
+    return quant ? m * int64_t(quant_row_total(*quant, k)) : m * k * int64_t(dtype_size(dtype));
+  }
 };
 
 struct CaseResult {
@@ -44,7 +53,9 @@ struct CaseResult {
 };
 
 void print_usage() {
-  std::fprintf(stderr, "usage: matmul_bench [--quick] [--hot] [--threads N] [--isa generic|avx2|avx512]\n");
+  std::fprintf(stderr,
+               "usage: matmul_bench [--quick] [--hot] [--threads N] [--isa generic|avx2|avx512]\n"
+               "                    [--quantize q8_0|q4_0|q4|fp8|q4_k|q5_k|q6_k]\n");
 }
 
 bool parse_options(int argc, char** argv, Options& options) {
@@ -60,6 +71,9 @@ bool parse_options(int argc, char** argv, Options& options) {
     } else if (flag == "--isa" && has_value) {
       options.isa = argv[++i];
       if (options.isa != "generic" && options.isa != "avx2" && options.isa != "avx512") return false;
+    } else if (flag == "--quantize" && has_value) {
+      options.quantize = quant_layout_named(argv[++i]);
+      if (!options.quantize) return false;
     } else {
       return false;
     }
@@ -102,7 +116,9 @@ CaseResult time_case(CpuBackend& backend, const MatmulCase& matmul_case, const T
   Tensor out{out_buffer.data, DType::f32, {matmul_case.rows, matmul_case.m}};  // [rows, m]
   auto weight = [&](int64_t call) {                                            // [m, k]
     char* base = static_cast<char*>(arena.data) + (call % copies) * weight_bytes;
-    return Tensor{base, matmul_case.dtype, {matmul_case.m, matmul_case.k}};
+    Tensor w{base, matmul_case.dtype, {matmul_case.m, matmul_case.k}};
+    if (matmul_case.quant) w.quant = *matmul_case.quant;
+    return w;
   };
 
   Clock::time_point warmup = Clock::now();
@@ -119,7 +135,20 @@ CaseResult time_case(CpuBackend& backend, const MatmulCase& matmul_case, const T
 }
 
 std::string shape_label(const MatmulCase& c) {
-  return std::string(dtype_name(c.dtype)) + " [" + std::to_string(c.m) + ", " + std::to_string(c.k) + "]";
+  const std::string type = c.quant ? quant_layout_name(*c.quant) : std::string(dtype_name(c.dtype));
+  return type + " [" + std::to_string(c.m) + ", " + std::to_string(c.k) + "]";
+}
+
+// Copies of one quantized weight of `c`'s shape (DummyWeights' rows) fill the arena.
+bool fill_quantized(const MatmulCase& c, Tensor& arena) {
+  DummyWeights source(1);
+  source.set_matmul_quantization(c.quant);
+  Expected<std::optional<QuantizedWeight>> weight = source.quantized("bench.weight", Shape{c.m, c.k});
+  if (!weight.ok() || !*weight || (*weight)->layout.format != c.quant->format) return false;
+  const std::vector<std::byte>& rows = (*weight)->rows;
+  for (size_t at = 0; at + rows.size() <= arena.bytes(); at += rows.size())
+    std::memcpy(static_cast<char*>(arena.data) + at, rows.data(), rows.size());
+  return true;
 }
 
 int run(const Options& options) {
@@ -152,12 +181,19 @@ int run(const Options& options) {
 
   std::vector<MatmulCase> cases;
   for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
-    for (int64_t rows : {1, 2, 4, 8, 16, 32}) cases.push_back({DType::bf16, m, k, rows});
-  cases.push_back({DType::f32, 4096, 4096, 1});
+    for (int64_t rows : {1, 2, 4, 8, 16, 32})
+      cases.push_back(options.quantize ? MatmulCase{DType::quant, m, k, rows, options.quantize}
+                                       : MatmulCase{DType::bf16, m, k, rows, std::nullopt});
+  if (!options.quantize) cases.push_back({DType::f32, 4096, 4096, 1, std::nullopt});
 
   std::printf("%-20s %4s %6s %9s %12s %8s %9s\n", "weight [m, k]", "rows", "calls", "ms/call", "weight GB/s", "% of BW",
               "GFLOP/s");
   for (const MatmulCase& c : cases) {
+    Tensor arena_view = arena.view();
+    if (c.quant && !fill_quantized(c, arena_view)) {
+      std::fprintf(stderr, "matmul_bench: cannot make %s weights\n", shape_label(c).c_str());
+      return 1;
+    }
     CaseResult result = time_case(backend, c, arena, x, out, options.hot, budget_s);
     double gb_per_s = double(c.weight_bytes()) / result.seconds_per_call / 1e9;
     double gflop_per_s = 2.0 * double(c.rows) * double(c.m) * double(c.k) / result.seconds_per_call / 1e9;

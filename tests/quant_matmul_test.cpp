@@ -75,7 +75,8 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
   const int64_t m = 37;
   std::mt19937 rng(7);
   // k = 8448 makes the scratch path dequantize 4 columns at a time, k = 512 16 of them; passes
-  // of up to 8 rows take the AVX-512 set's fused kernel where it has one. k = 2688 (the 30B
+  // of up to 8 rows take the AVX2 or AVX-512 set's fused kernel where it has one (the cpu-avx2
+  // backend runs the AVX2 set on an AVX-512 machine). k = 2688 (the 30B
   // shape's width, formats whose blocks divide it) gives Q8_0 and Q4_0 rows that start off a
   // 16-byte boundary, as Q6_K's do at 512.
   for (int64_t k : {512, 8448, 2688})

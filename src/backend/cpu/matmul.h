@@ -30,25 +30,33 @@ using MatmulFn = void (*)(const MatmulArgs& args, int64_t col_begin, int64_t col
 // for a layout or pass it does not take.
 using QuantMatmulFn = bool (*)(const MatmulArgs& args, const QuantLayout& layout, int64_t col_begin, int64_t col_end);
 
+// Writes the k values of one stored row in `layout` into out, exactly dequantize_stored_row's;
+// false (writing nothing) for a layout it does not take.
+using QuantRowFn = bool (*)(const QuantLayout& layout, const std::byte* row, int64_t k, float* out);
+
 struct MatmulKernels {
   const char* isa;
   MatmulFn f32;
   MatmulFn bf16;
   QuantMatmulFn quant = nullptr;  // null: every quantized matmul dequantizes into scratch
+  QuantRowFn dequantize = nullptr;  // null: the scratch takes dequantize_stored_row's rows
 };
 
 MatmulKernels matmul_kernels_generic();
 MatmulKernels matmul_kernels_avx2();
 MatmulKernels matmul_kernels_avx512();
+QuantMatmulFn quant_matmul_avx2();    // matmul_quant_avx2.cpp
+QuantRowFn quant_row_avx2();
 QuantMatmulFn quant_matmul_avx512();  // matmul_quant_avx512.cpp
+QuantRowFn quant_row_avx512();
 
 // The widest set this CPU runs, no wider than `limit` ("generic", "avx2", "avx512"; empty:
 // no limit).
 MatmulKernels select_matmul_kernels(std::string_view limit);
 
 // Computes out columns [col_begin, col_end) for a weight stored in `layout` (Tensor::quant):
-// the set's quant kernel where it takes the pass, else its f32 kernel over a few dequantized
-// weight rows at a time; either way exactly the bits the f32 kernel gives on the dequantized
+// the set's quant kernel where it takes the pass, else its f32 kernel over a few weight rows
+// at a time, dequantized by the set's row decoder where it has one; either way exactly the bits the f32 kernel gives on the dequantized
 // weight (matmul_quant.cpp).
 void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& args, const QuantLayout& layout,
                       int64_t col_begin, int64_t col_end);

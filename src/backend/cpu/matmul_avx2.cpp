@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/avx2_lanes.h"
 #include "backend/cpu/matmul.h"
 
 namespace lockstep::cpu {
@@ -38,13 +39,6 @@ inline __m256 load_x_tail(const float* x, int64_t count) {
   float values[8] = {};
   for (int64_t i = 0; i < count; ++i) values[i] = x[i];
   return _mm256_loadu_ps(values);
-}
-
-inline float sum_lanes(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
 }
 
 template <int R, int C, bool kBf16>
@@ -99,6 +93,6 @@ void matmul(const MatmulArgs& a, int64_t col_begin, int64_t col_end) {
 
 }  // namespace
 
-MatmulKernels matmul_kernels_avx2() { return {"avx2", matmul<false>, matmul<true>}; }
+MatmulKernels matmul_kernels_avx2() { return {"avx2", matmul<false>, matmul<true>, quant_matmul_avx2(), quant_row_avx2()}; }
 
 }  // namespace lockstep::cpu

@@ -1,6 +1,7 @@
-// Matmul with a quantized weight: the kernel set's fused kernel where it takes the pass (AVX-512,
-// up to 8 rows: matmul_quant_avx512.cpp); else each thread dequantizes a few of the weight's rows
-// (output columns) at a time into f32 and runs the instruction set's f32 kernel on them. The f32 kernel
+// Matmul with a quantized weight: the kernel set's fused kernel where it takes the pass (AVX2 and
+// AVX-512, up to 8 rows: matmul_quant_avx2.cpp, matmul_quant_avx512.cpp); else each thread
+// dequantizes a few of the weight's rows (output columns) at a time into f32, with the set's
+// vector decoders where it has them, and runs the instruction set's f32 kernel on them. The f32 kernel
 // sums each output element in an order fixed by k alone, and the dequantized values are the
 // format's own (tensor/quant.h), so a row's result has exactly the bits of the f32 matmul of
 // the dequantized weight, whatever the rows and columns that come with it.
@@ -32,8 +33,12 @@ void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const Q
   for (int64_t c0 = col_begin; c0 < col_end; c0 += block) {
     const int64_t count = std::min(block, col_end - c0);
     const auto* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
-    for (int64_t c = 0; c < count; ++c)
-      dequantize_stored_row(layout, rows + size_t(c) * row_bytes, a.k, scratch.data() + c * a.k);
+    for (int64_t c = 0; c < count; ++c) {
+      const std::byte* row = rows + size_t(c) * row_bytes;
+      float* values = scratch.data() + c * a.k;
+      if (!kernels.dequantize || !kernels.dequantize(layout, row, a.k, values))
+        dequantize_stored_row(layout, row, a.k, values);
+    }
     // The f32 kernel over these columns alone: w is the scratch, out starts at column c0 and
     // keeps the whole output's row stride m.
     MatmulArgs part{a.x, scratch.data(), a.out + c0, a.n, a.k, a.m};

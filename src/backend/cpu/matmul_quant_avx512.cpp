@@ -4,7 +4,7 @@
 // multiply-adds over k in order, the same final sum. The decoded values are exactly the
 // format's (tensor/quant.h: the same operations in the same order), so the bits are those of
 // the f32 matmul of the dequantized weight. Formats without a decoder here, and wider passes,
-// go through matmul_quantized's dequantized scratch.
+// go through matmul_quantized's dequantized scratch, which the same decoders fill.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -13,31 +13,15 @@
 #include <cstring>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/quant_blocks.h"
 #include "tensor/quant.h"
 
 namespace lockstep::cpu {
 namespace {
 
-// Passes of more rows dequantize once into scratch and reuse it (matmul_quant.cpp).
-constexpr int64_t kMaxFusedRows = 8;
+using namespace quant_blocks;
 
-inline uint16_t load_u16(const std::byte* at) {
-  uint16_t value;
-  std::memcpy(&value, at, 2);
-  return value;
-}
-
-// f16 to f32 (exact) with the F16C instruction.
-inline float half(uint16_t bits) { return _cvtsh_ss(bits); }
-
-inline float load_scale(DType type, const std::byte* at) {
-  if (type == DType::f32) {
-    float value;
-    std::memcpy(&value, at, 4);
-    return value;
-  }
-  return type == DType::bf16 ? bf16_to_f32(load_u16(at)) : half(load_u16(at));
-}
+namespace decoders {
 
 // 0, 1, ..., 15 and 16, ..., 31 as floats: the codes a 4- or 5-bit block's table is built from.
 inline __m512 codes_0_15() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
@@ -80,16 +64,12 @@ struct Q4_0 {
   }
 };
 
-// MLX affine, 4 or 8 bits: the words, then a scale and a bias per group.
+// MLX affine, 4 or 8 bits.
 struct Affine {
-  int bits;
-  int pairs_shift;  // log2 of the pairs of 32 values a group holds (groups of 32 to 128)
-  DType scale_type;
-  size_t scales_at;  // bytes from the row's start to its scales
-  size_t biases_at;
+  AffineLayout layout;
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
     __m128i b0, b1;
-    if (bits == 4) {
+    if (layout.bits == 4) {
       // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
       const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * j));
       const __m128i mask = _mm_set1_epi8(0x0f);
@@ -100,11 +80,11 @@ struct Affine {
       b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
       b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
     }
-    const size_t g = size_t(j >> pairs_shift), size = dtype_size(scale_type);
-    const __m512 scale = _mm512_set1_ps(load_scale(scale_type, row + scales_at + g * size));
-    const __m512 bias = _mm512_set1_ps(load_scale(scale_type, row + biases_at + g * size));
+    const size_t g = size_t(j >> layout.pairs_shift), size = dtype_size(layout.scale_type);
+    const __m512 scale = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.scales_at + g * size));
+    const __m512 bias = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.biases_at + g * size));
     // float(q) * scale + bias, two roundings.
-    if (bits == 4) {
+    if (layout.bits == 4) {
       const __m512 table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), scale), bias);
       w0 = look_up(b0, table);
       w1 = look_up(b1, table);
@@ -115,23 +95,14 @@ struct Affine {
   }
 };
 
-// Q4_K and Q5_K: pair j is sub-block j % 8 of block j / 8, whose 32 values share one scale and
-// min: d * sc * q - dmin * m (quant_gguf.cpp's order: d * sc and dmin * m first).
+// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes.
 template <bool kFive>
 struct Q45K {
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
-    const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
-    const int sub = int(j % 8);
-    const auto* scales = reinterpret_cast<const uint8_t*>(block + 4);
-    int sc, m;
-    if (sub < 4) {
-      sc = scales[sub] & 63, m = scales[sub + 4] & 63;
-    } else {
-      sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
-      m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
-    }
-    const __m512 d1 = _mm512_set1_ps(half(load_u16(block)) * float(sc));
-    const __m512 m1 = _mm512_set1_ps(half(load_u16(block + 2)) * float(m));
+    const KSubBlock b = k_sub_block<kFive>(row, j);
+    const std::byte* block = b.block;
+    const int sub = b.sub;
+    const __m512 d1 = _mm512_set1_ps(b.scale), m1 = _mm512_set1_ps(b.min);
     const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
     const __m128i low_bits = _mm_set1_epi8(0x0f);
     __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -158,24 +129,16 @@ struct Q45K {
   }
 };
 
-// Q6_K: pair j holds values 32 * (j % 8) .. + 31 of block j / 8, each 16 with an int8 scale:
-// d * scale * (q - 32), q from 4 bits of ql and 2 of qh.
+// Q6_K (q6k_pair).
 struct Q6K {
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
-    const std::byte* block = row + (j / 8) * 210;
-    const int first = int(32 * (j % 8)), half_at = first / 128, r = first % 128;
-    const float d = half(load_u16(block + 208));
-    const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
-    const __m512 s0 = _mm512_set1_ps(d * float(scales[first / 16]));
-    const __m512 s1 = _mm512_set1_ps(d * float(scales[first / 16 + 1]));
-    const std::byte* ql = block + 64 * half_at + r % 64;
-    const std::byte* qh = block + 128 + 32 * half_at;
-    const int low_shift = 4 * (r / 64), high_shift = 2 * (r / 32);
+    const Q6KPair p = q6k_pair(row, j);
+    const __m512 s0 = _mm512_set1_ps(p.scale0), s1 = _mm512_set1_ps(p.scale1);
     auto codes = [&](int at) {
-      __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + at));
-      __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + at));
-      low = _mm_and_si128(_mm_srl_epi16(low, _mm_cvtsi32_si128(low_shift)), _mm_set1_epi8(0x0f));
-      high = _mm_and_si128(_mm_srl_epi16(high, _mm_cvtsi32_si128(high_shift)), _mm_set1_epi8(0x03));
+      __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.ql + at));
+      __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.qh + at));
+      low = _mm_and_si128(_mm_srl_epi16(low, _mm_cvtsi32_si128(p.low_shift)), _mm_set1_epi8(0x0f));
+      high = _mm_and_si128(_mm_srl_epi16(high, _mm_cvtsi32_si128(p.high_shift)), _mm_set1_epi8(0x03));
       const __m128i code = _mm_or_si128(low, _mm_slli_epi16(high, 4));
       return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(code), _mm512_set1_epi32(32)));
     };
@@ -191,7 +154,7 @@ struct Q6K {
 // as 2^-6 * (1 + m/8) less 2^-6, exact; its sign set; the NaN codes (all seven low bits set) the
 // quiet NaN with their sign. Then times the scale.
 struct Fp8 {
-  int pairs_shift;  // as Affine's
+  int pairs_shift;  // as AffineLayout's
   int64_t k;
   static __m512 values(__m128i codes) {
     const __m512i wide = _mm512_cvtepu8_epi32(codes);
@@ -217,6 +180,8 @@ struct Fp8 {
   }
 };
 
+}  // namespace decoders
+
 // out[r][c] for R rows from r0 and C columns from c0: C independent sums a row, so the fused
 // multiply-adds of one column do not wait on each other.
 template <int R, int C, class Decode>
@@ -226,16 +191,10 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
   const float* x = a.x + r0 * a.k;
-  // The next tile's rows (the C after these; contiguous) are asked for into L2 a few lines a
-  // step, spread over this tile's steps: the core's own prefetchers stop at each 4 KB page, and
-  // without this the decoding waits on memory instead of overlapping it (measured: one thread
-  // over 570 MB of q8_0 rows, 5.75 G weights/s without, 7.63 with). A prefetch past the weight's
-  // end is a hint, never a fault.
   const char* next = reinterpret_cast<const char*>(rows + size_t(C) * row_bytes);
   const int64_t steps = a.k / 32, lines = int64_t((size_t(C) * row_bytes + 63) / 64);
   for (int64_t j = 0; j < steps; ++j) {
-    for (int64_t line = j * lines / steps; line < (j + 1) * lines / steps; ++line)
-      _mm_prefetch(next + line * 64, _MM_HINT_T1);
+    prefetch_share(next, lines, j, steps);  // the next tile's rows, into L2
     __m512 w0[C], w1[C];
     for (int c = 0; c < C; ++c) decode(rows + size_t(c) * row_bytes, j, w0[c], w1[c]);
     for (int r = 0; r < R; ++r) {
@@ -261,50 +220,34 @@ void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int6
   }
 }
 
-template <class Decode>
-void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
-  int64_t c = col_begin;
-  for (; c + 4 <= col_end; c += 4) row_tiles<4>(a, decode, row_bytes, c);
-  for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c);
-}
-
-// log2(group / 32) for groups of 32, 64 or 128 values (one scale for each pair of 32 the decoders
-// take: a shift, not a division, a pair), else -1: those take the dequantized scratch.
-int pairs_shift_of(int group) {
-  for (int shift = 0; shift <= 2; ++shift)
-    if (group == 32 << shift) return shift;
-  return -1;
-}
-
-bool quantized_avx512(const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin, int64_t col_end) {
-  if (a.n > kMaxFusedRows || a.k % 32 != 0) return false;
-  const size_t row_bytes = quant_row_total(layout, a.k);
-  switch (layout.format) {
-    case QuantFormat::q8_0: fused(a, Q8_0{}, row_bytes, col_begin, col_end); return true;
-    case QuantFormat::q4_0: fused(a, Q4_0{}, row_bytes, col_begin, col_end); return true;
-    case QuantFormat::q4_k: fused(a, Q45K<false>{}, row_bytes, col_begin, col_end); return true;
-    case QuantFormat::q5_k: fused(a, Q45K<true>{}, row_bytes, col_begin, col_end); return true;
-    case QuantFormat::q6_k: fused(a, Q6K{}, row_bytes, col_begin, col_end); return true;
-    case QuantFormat::mlx_affine: {
-      if (layout.bits != 4 && layout.bits != 8) return false;
-      const size_t scales_at = size_t(a.k) * size_t(layout.bits) / 8;
-      const size_t biases_at = scales_at + size_t(a.k / layout.group) * dtype_size(layout.scale_type);
-      if (pairs_shift_of(layout.group) < 0) return false;
-      fused(a, Affine{layout.bits, pairs_shift_of(layout.group), layout.scale_type, scales_at, biases_at}, row_bytes,
-            col_begin, col_end);
-      return true;
-    }
-    case QuantFormat::fp8_e4m3:
-      // (per-tensor scales are stored per block: io/quantized_weights.cpp)
-      if (pairs_shift_of(layout.group) < 0) return false;
-      fused(a, Fp8{pairs_shift_of(layout.group), a.k}, row_bytes, col_begin, col_end);
-      return true;
-    default: return false;
+struct Avx512 {
+  using Q8_0 = decoders::Q8_0;
+  using Q4_0 = decoders::Q4_0;
+  using Q4K = decoders::Q45K<false>;
+  using Q5K = decoders::Q45K<true>;
+  using Q6K = decoders::Q6K;
+  using Affine = decoders::Affine;
+  using Fp8 = decoders::Fp8;
+  template <class Decode>
+  static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
+    int64_t c = col_begin;
+    for (; c + 4 <= col_end; c += 4) row_tiles<4>(a, decode, row_bytes, c);
+    for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c);
   }
-}
+  template <class Decode>
+  static void dequantize(const Decode& decode, const std::byte* row, int64_t k, float* out) {
+    for (int64_t j = 0; j < k / 32; ++j) {
+      __m512 w0, w1;
+      decode(row, j, w0, w1);
+      _mm512_storeu_ps(out + 32 * j, w0);
+      _mm512_storeu_ps(out + 32 * j + 16, w1);
+    }
+  }
+};
 
 }  // namespace
 
-QuantMatmulFn quant_matmul_avx512() { return quantized_avx512; }
+QuantMatmulFn quant_matmul_avx512() { return fused_pass<Avx512>; }
+QuantRowFn quant_row_avx512() { return dequantize_pass<Avx512>; }
 
 }  // namespace lockstep::cpu

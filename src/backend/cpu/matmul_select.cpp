@@ -3,7 +3,7 @@
 namespace lockstep::cpu {
 
 MatmulKernels select_matmul_kernels(std::string_view limit) {
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl");
   if (limit == "generic") return matmul_kernels_generic();
