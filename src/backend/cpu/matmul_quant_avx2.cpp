@@ -168,10 +168,10 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
   const float* x = a.x + r0 * a.k;
-  const char* next = reinterpret_cast<const char*>(rows + size_t(C) * row_bytes);
-  const int64_t steps = a.k / 32, lines = int64_t((size_t(C) * row_bytes + 63) / 64);
+  const int64_t steps = a.k / 32;
+  const NextTilePrefetch prefetch(rows + size_t(C) * row_bytes, size_t(C) * row_bytes, steps);
   for (int64_t j = 0; j < steps; ++j) {
-    prefetch_share(next, lines, j, steps);  // the next tile's rows, into L2
+    prefetch.step(j);  // the next tile's rows, into L2
     for (int c = 0; c < C; ++c) {
       __m256 w[4];
       decode(rows + size_t(c) * row_bytes, j, w);
@@ -201,12 +201,15 @@ struct Avx2 {
   using Q6K = decoders::Q6K;
   using Affine = decoders::Affine;
   using Fp8 = decoders::Fp8;
-  // One or two rows: tiles of 4 columns, so 4 sums are under way however few the rows; more:
-  // 4 rows by 2 columns.
+  // One row: tiles of 8 columns, so 8 sums are under way (measured on a first-generation Zen
+  // core, one thread, a [4096, 4096] weight: 10% faster than 4 in q8_0, 13% in Q4_K); two: 2 by
+  // 4; more: 4 rows by 2 columns.
   template <class Decode>
   static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
     int64_t c = col_begin;
-    if (a.n <= 2) {
+    if (a.n == 1) {
+      for (; c + 8 <= col_end; c += 8) row_tiles<1, 8>(a, decode, row_bytes, c);
+    } else if (a.n <= 2) {
       for (; c + 4 <= col_end; c += 4) row_tiles<2, 4>(a, decode, row_bytes, c);
     } else {
       for (; c + 2 <= col_end; c += 2) row_tiles<4, 2>(a, decode, row_bytes, c);

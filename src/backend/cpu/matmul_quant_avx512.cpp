@@ -191,10 +191,10 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
   const float* x = a.x + r0 * a.k;
-  const char* next = reinterpret_cast<const char*>(rows + size_t(C) * row_bytes);
-  const int64_t steps = a.k / 32, lines = int64_t((size_t(C) * row_bytes + 63) / 64);
+  const int64_t steps = a.k / 32;
+  const NextTilePrefetch prefetch(rows + size_t(C) * row_bytes, size_t(C) * row_bytes, steps);
   for (int64_t j = 0; j < steps; ++j) {
-    prefetch_share(next, lines, j, steps);  // the next tile's rows, into L2
+    prefetch.step(j);  // the next tile's rows, into L2
     __m512 w0[C], w1[C];
     for (int c = 0; c < C; ++c) decode(rows + size_t(c) * row_bytes, j, w0[c], w1[c]);
     for (int r = 0; r < R; ++r) {
