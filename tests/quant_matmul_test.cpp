@@ -117,6 +117,71 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
   }
 }
 
+TEST_P(QuantMatmul, HugeAndInfiniteScalesMultiplyAsTheirValues) {
+  // Scales at the edges of their types (the largest finite f16, 2^101 in f32, infinities): a
+  // row's sums are still the f32 matmul's of its values (a NaN as any NaN), so no decoder may
+  // take a shortcut that holds only for ordinary scales (a fused multiply-add of a code's
+  // magic-number float and its scale, tried on the GPU, overflows past 2^104 and turns a zero
+  // code's -0 into +0).
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  const int64_t m = 6, k = 512;
+  std::mt19937 rng(5);
+  const uint16_t f16_inf = 0x7c00, f16_big = 0x7bff;  // 65504: fusable, the largest finite f16
+  const float f32_huge = 0x1p101f, f32_inf = INFINITY;
+  for (const Format& format : formats()) {
+    const QuantFormat f = format.layout.format;
+    const bool affine_f32 = f == QuantFormat::mlx_affine && format.layout.scale_type == DType::f32;
+    if (f != QuantFormat::q8_0 && f != QuantFormat::q4_k && f != QuantFormat::q6_k && !affine_f32) continue;
+    SCOPED_TRACE(format.name);
+    std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
+    const size_t row_bytes = quant_row_total(format.layout, k);
+    // Row r's first block (or group) gets an unusual scale: rows 0 and 3 infinite, 1 and 4
+    // huge, 2 and 5 keep theirs.
+    for (int64_t r = 0; r < m; ++r) {
+      std::byte* row = stored.data() + size_t(r) * row_bytes;
+      const int kind = int(r % 3);
+      if (kind == 2) continue;
+      if (affine_f32) {
+        const float scale = kind == 0 ? f32_inf : f32_huge;
+        std::memcpy(row + size_t(k) * size_t(format.layout.bits) / 8, &scale, 4);
+      } else {
+        const uint16_t d = kind == 0 ? f16_inf : f16_big;
+        std::memcpy(row + (f == QuantFormat::q6_k ? 208 : 0), &d, 2);
+      }
+    }
+    std::vector<float> values(size_t(m * k));
+    for (int64_t r = 0; r < m; ++r)
+      dequantize_stored_row(format.layout, stored.data() + size_t(r) * row_bytes, k, values.data() + r * k);
+    OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
+    backend->upload(wq, stored.data());
+    OwnedTensor wf = backend->alloc(DType::f32, {m, k});
+    backend->upload(wf, values.data());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t n : {1, 3, 20}) {
+      std::vector<float> x(size_t(n * k));
+      for (float& v : x) v = normal(rng);
+      OwnedTensor xs = backend->alloc(DType::f32, {n, k});
+      backend->upload(xs, x.data());
+      OwnedTensor out = backend->alloc(DType::f32, {n, m}), want_out = backend->alloc(DType::f32, {n, m});
+      backend->matmul(xs, wq, out);
+      backend->matmul(xs, wf, want_out);
+      std::vector<float> got(size_t(n * m)), want(size_t(n * m));
+      backend->download(got.data(), out);
+      backend->download(want.data(), want_out);
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "rows " << n << ", element " << i;
+          continue;
+        }
+        uint32_t a, b;
+        std::memcpy(&a, &got[i], 4);
+        std::memcpy(&b, &want[i], 4);
+        EXPECT_EQ(a, b) << "rows " << n << ", element " << i << ": " << got[i] << " against " << want[i];
+      }
+    }
+  }
+}
+
 TEST_P(QuantMatmul, EmbeddingRowsAreTheDequantizedValues) {
   std::unique_ptr<Backend> backend = make_test_backend(GetParam());
   const int64_t rows = 29, d = 512;
