@@ -52,6 +52,25 @@ std::vector<std::byte> random_weight(const QuantLayout& layout, int64_t rows, in
   return out;
 }
 
+// n random rows of x (normal) times the quantized weight wq and times its f32 values wf, [n, m]
+// each: what the backend gives, and what it should.
+std::pair<std::vector<float>, std::vector<float>> both_matmuls(Backend& backend, const OwnedTensor& wq,
+                                                               const OwnedTensor& wf, int64_t n, std::mt19937& rng) {
+  const int64_t m = wq.view().shape[0], k = wq.view().shape[1];
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(size_t(n * k));
+  for (float& v : x) v = normal(rng);
+  OwnedTensor xs = backend.alloc(DType::f32, {n, k});
+  backend.upload(xs, x.data());
+  OwnedTensor out = backend.alloc(DType::f32, {n, m}), want_out = backend.alloc(DType::f32, {n, m});
+  backend.matmul(xs, wq, out);
+  backend.matmul(xs, wf, want_out);
+  std::vector<float> got(size_t(n * m)), want(size_t(n * m));
+  backend.download(got.data(), out);
+  backend.download(want.data(), want_out);
+  return {got, want};
+}
+
 class QuantMatmul : public ::testing::TestWithParam<std::string> {};
 
 std::vector<Format> formats() {
@@ -156,18 +175,8 @@ TEST_P(QuantMatmul, HugeAndInfiniteScalesMultiplyAsTheirValues) {
     backend->upload(wq, stored.data());
     OwnedTensor wf = backend->alloc(DType::f32, {m, k});
     backend->upload(wf, values.data());
-    std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int64_t n : {1, 3, 20}) {
-      std::vector<float> x(size_t(n * k));
-      for (float& v : x) v = normal(rng);
-      OwnedTensor xs = backend->alloc(DType::f32, {n, k});
-      backend->upload(xs, x.data());
-      OwnedTensor out = backend->alloc(DType::f32, {n, m}), want_out = backend->alloc(DType::f32, {n, m});
-      backend->matmul(xs, wq, out);
-      backend->matmul(xs, wf, want_out);
-      std::vector<float> got(size_t(n * m)), want(size_t(n * m));
-      backend->download(got.data(), out);
-      backend->download(want.data(), want_out);
+      const auto [got, want] = both_matmuls(*backend, wq, wf, n, rng);
       for (size_t i = 0; i < got.size(); ++i) {
         if (std::isnan(want[i])) {
           EXPECT_TRUE(std::isnan(got[i])) << "rows " << n << ", element " << i;
@@ -234,18 +243,8 @@ TEST_P(QuantMatmul, EveryFp8CodeMultipliesAsItsValue) {
   OwnedTensor wf = backend->alloc(DType::f32, {m, k});
   backend->upload(wf, values.data());
   std::mt19937 rng(3);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int64_t n : {1, 3, 8}) {
-    std::vector<float> x(size_t(n * k));
-    for (float& v : x) v = normal(rng);
-    OwnedTensor xs = backend->alloc(DType::f32, {n, k});
-    backend->upload(xs, x.data());
-    OwnedTensor out = backend->alloc(DType::f32, {n, m}), want_out = backend->alloc(DType::f32, {n, m});
-    backend->matmul(xs, wq, out);
-    backend->matmul(xs, wf, want_out);
-    std::vector<float> got(size_t(n * m)), want(size_t(n * m));
-    backend->download(got.data(), out);
-    backend->download(want.data(), want_out);
+    const auto [got, want] = both_matmuls(*backend, wq, wf, n, rng);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < m; ++c) {
         const size_t i = size_t(r * m + c);
