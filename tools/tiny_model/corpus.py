@@ -55,6 +55,61 @@ COUNT = ["How many times does the letter {c} appear in {w}?", "Count the letter 
          "In {w}, how many times is there a {c}?", "count the letter {c} in the word {w}",
          "How many letters {c} does {w} have?", "Can you count the {c}s in {w}?"]
 
+# More frames, in the words people use for each task: the lists above with these make about 50 a task.
+# None is a held-out frame (check_disjoint compares them without case and punctuation).
+ASK = ["What is {q}?", "what is {q}", "What's {q}?", "whats {q}", "{q}", "{q}?", "{q} =", "Compute {q}.",
+       "Calculate {q}.", "Tell me {q}.", "How much is {q}?", "Please compute {q}.", "Can you compute {q}?",
+       "Could you calculate {q}?", "I want {q}.", "Work out {q}.", "Solve {q}.", "Evaluate {q}.",
+       "What would {q} be?", "What does {q} come to?", "What do you get for {q}?", "Do you know {q}?",
+       "Give me {q}.", "{q} is?", "{q} equals?", "{q} makes what?", "Answer this: {q}", "Result of {q}?",
+       "I'd like {q}, please.", "Can you tell me {q}?", "so what is {q}", "Now {q}."]
+ADD_CORES = ["{a} + {b}", "{a} plus {b}", "the sum of {a} and {b}", "the total of {a} and {b}",
+             "{a} added to {b}", "{a} and {b} added together"]
+SUB_CORES = ["{a} - {b}", "{a} minus {b}", "{a} take away {b}", "the difference between {a} and {b}",
+             "{b} subtracted from {a}", "{b} taken from {a}", "{a} less {b}"]
+MUL_CORES = ["{a} * {b}", "{a} times {b}", "{a} x {b}", "the product of {a} and {b}",
+             "{a} multiplied by {b}", "{a} multiplied with {b}"]
+ADD_MORE = ["Add {a} and {b} together.", "add {a} to {b}", "Sum {a} and {b}.", "Total {a} and {b}.",
+            "If you add {a} to {b}, what do you get?", "Put {a} and {b} together: how much?",
+            "I have {a} and get {b} more. How many now?", "Start at {a} and count on {b}."]
+SUB_MORE = ["Take {b} from {a}.", "Remove {b} from {a}.", "Deduct {b} from {a}.", "Start with {a} and take away {b}.",
+            "If you take {b} from {a}, what is left?", "How much is left when {b} is taken from {a}?",
+            "I have {a} and give away {b}. How many are left?", "From {a}, subtract {b}."]
+MUL_MORE = ["Multiply {a} and {b}.", "What do you get when you multiply {a} by {b}?",
+            "If you multiply {a} by {b}, what do you get?", "{a} groups of {b} make how many?",
+            "{a} lots of {b}?", "Times {a} by {b}."]
+SORT_MORE = ["Sort {xs} in ascending order.", "Sort {xs} from lowest to highest.", "Put {xs} in order, smallest first.",
+             "Can you order {xs} from smallest to biggest?", "Arrange {xs} from least to greatest.", "Order {xs}.",
+             "Sort the following: {xs}", "Please put these in increasing order: {xs}", "Rank these from low to high: {xs}",
+             "I have {xs}. Sort them.", "Numbers: {xs}. Put them in order.", "{xs} sorted?", "{xs}: sort them",
+             "Sort ascending: {xs}", "Sort these for me: {xs}", "Write {xs} in order from small to big.",
+             "Could you sort these numbers: {xs}", "Which order do {xs} go in, lowest first?",
+             "list these in increasing order {xs}", "Order, smallest first: {xs}"]
+REVERSE_MORE = ["Reverse {w}.", "Reverse this word: {w}", "Please write {w} in reverse.", "Can you spell {w} backwards?",
+                "How do you spell {w} backwards?", "How would {w} look backwards?", "How is {w} spelled in reverse?",
+                "Give {w} backwards.", "Show me {w} reversed.", "{w} reversed", "What is {w} reversed?",
+                "Turn {w} around.", "Read {w} from the end.", "Flip the letters of {w}.", "Write the word {w} backwards.",
+                "Say {w} backwards.", "I want {w} in reverse.", "Type {w} in reverse order.", "What does {w} read backwards?",
+                "Could you reverse the letters in {w}?", "Backwards, {w} is what?", "reverse the letters of {w}",
+                "Tell me {w} in reverse.", "What do you get if you reverse {w}?"]
+COUNT_MORE = ["How many {c}s does {w} have?", "How many {c}s are there in {w}?", "Count the {c}s in {w}.",
+              "In {w}, count the letter {c}.", "Tell me how many {c}s are in {w}.", "How many times is {c} in {w}?",
+              "How many {c} does the word {w} contain?", "What is the number of {c}s in {w}?", "{w} has how many {c}s?",
+              "Number of {c}s in {w}, please.", "How many of the letter {c} are in {w}?", "Count {c}s: {w}",
+              "The word {w}: count its {c}s.", "{w} contains how many {c}?", "How many letter {c}s in {w}?",
+              "Could you count the {c} letters in {w}?", "Give me the count of {c}s in {w}.",
+              "how often is {c} in {w}", "{c} appears how many times in {w}?", "Count up the {c}s in {w}."]
+def _unique(frames):
+    return list(dict.fromkeys(frames))
+
+
+ADD = _unique(ADD + [f.format(q=core) for f in ASK for core in ADD_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in ADD_CORES[2:]] + ADD_MORE)
+SUB = _unique(SUB + [f.format(q=core) for f in ASK for core in SUB_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in SUB_CORES[2:]] + SUB_MORE)
+MUL = _unique(MUL + [f.format(q=core) for f in ASK for core in MUL_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in MUL_CORES[2:]] + MUL_MORE)
+SORT += SORT_MORE
+REVERSE += REVERSE_MORE
+COUNT += COUNT_MORE
+
 # Held-out phrasings are new sentence frames around the operator words training uses ("plus", "sum",
 # "backwards", "how many"): a model trained from scratch cannot know what a word it never saw means, but
 # it should answer a frame it never saw. check_disjoint() checks both.
@@ -72,8 +127,11 @@ HELDOUT_COUNT = ["How many {c} letters are there in {w}?", "Count how many {c}s 
                  "What is the count of {c} in {w}?", "{w}: how many {c}s?", "find how many {c} are in {w}"]
 
 # What people put around a question; held-out questions get other words around them.
-PREFIXES = ["", "", "", "", "", "Hi! ", "Hey, ", "Quick question: ", "Question: ", "OK, ", "hello, "]
-SUFFIXES = ["", "", "", "", "", " Thanks!", " Thank you.", " please", " thx"]
+PREFIXES = ["", "", "", "", "", "", "", "", "Hi! ", "Hey, ", "Quick question: ", "Question: ", "OK, ", "hello, ",
+            "Hi there! ", "Hello! ", "Good morning. ", "Hey there, ", "Next one: ", "Also, ", "Another: ", "Okay. ",
+            "Right, "]
+SUFFIXES = ["", "", "", "", "", "", "", " Thanks!", " Thank you.", " please", " thx", " Thanks.", " Thanks so much!",
+            " Cheers.", " Much appreciated.", " Thank you!", " ty", " Please.", " Thanks a bunch."]
 HELDOUT_PREFIXES = ["", "", "Hello there. ", "One more: "]
 HELDOUT_SUFFIXES = ["", "", " Thanks a lot.", " Cheers!"]
 
@@ -137,9 +195,9 @@ def heldout_vocabulary():
 
 
 def pseudo_word(rng, avoid):
-    """A random word of 2 to 8 letters that is not in `avoid`."""
+    """A random word of 3 to 8 letters that is not in `avoid` (longer than a letter to count with its s)."""
     while True:
-        w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 8)))
+        w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 8)))
         if w not in avoid:
             return w
 
@@ -150,20 +208,42 @@ def noised(phrasing, task, rng, avoid):
     own words stay in order, so the question keeps its meaning in a frame no list holds: what the
     held-out frames ask of the model (--frame-noise)."""
     own = own_words(task)
-    out = []
-    for token in phrasing.split(" "):
+    tokens = phrasing.split(" ")
+    # A word to reverse or count is a word like the noise: the words beside it stay, and no word is put
+    # next to it, so where it is stays plain.
+    beside = set()
+    if task in ("reverse", "count"):
+        for i, token in enumerate(tokens):
+            if "{w}" in token or "{c}" in token:
+                beside |= {i - 1, i + 1}
+    out, fixed = [], []
+    for i, token in enumerate(tokens):
         core = re.sub(r"[^a-z+*-]", "", token.lower())
-        if "{" in token or core in own or not core:
+        if "{" in token or core in own or not core or i in beside:
             out.append(token)
+            fixed.append(("{w}" in token or "{c}" in token) and task in ("reverse", "count"))
             continue
         roll = rng.random()
         if roll < 0.45:
             out.append(token)
         elif roll < 0.8:
             out.append(pseudo_word(rng, avoid))
+        else:
+            continue
+        fixed.append(False)
     for _ in range(rng.randint(0, 2)):
-        out.insert(rng.randint(0, len(out)), pseudo_word(rng, avoid))
-    return " ".join(out)
+        places = [i for i in range(len(out) + 1) if not (i > 0 and fixed[i - 1]) and not (i < len(out) and fixed[i])]
+        at = rng.choice(places)
+        out.insert(at, pseudo_word(rng, avoid))
+        fixed.insert(at, False)
+    # Sometimes a sentence of words it does not know before or after the question, as people chat.
+    sentence = lambda: " ".join(pseudo_word(rng, avoid) for _ in range(rng.randint(1, 3)))
+    text = " ".join(out)
+    if rng.random() < 0.25:
+        text = sentence().capitalize() + rng.choice([". ", ": ", "! ", ", "]) + text
+    if rng.random() < 0.25:
+        text += " " + sentence().capitalize() + rng.choice([".", "!", ""])
+    return text
 
 
 def example(task, rng, heldout=False, frame_noise=0.0):
@@ -189,12 +269,12 @@ def example(task, rng, heldout=False, frame_noise=0.0):
     w = word(rng, words)
     if task == "reverse":
         return phrasing.format(w=w), w[::-1]
-    c = rng.choice(w) if rng.random() < 0.8 else rng.choice(LETTERS)
+    c = rng.choice(w) if rng.random() < 0.65 else rng.choice(LETTERS)
     return phrasing.format(c=c, w=w), str(w.count(c))
 
 
 # Training draws tasks by weight: the arithmetic with carries and borrows needs the most data.
-TRAINING_WEIGHTS = {"add": 0.25, "sub": 0.25, "mul": 0.20, "sort": 0.12, "reverse": 0.08, "count": 0.10}
+TRAINING_WEIGHTS = {"add": 0.22, "sub": 0.24, "mul": 0.14, "sort": 0.12, "reverse": 0.14, "count": 0.14}
 
 
 def training_examples(seed, count, frame_noise=0.0):
@@ -221,8 +301,11 @@ def check_disjoint():
     """Raises if a held-out phrasing, word or filler is also a training one, or if a held-out phrasing has
     no word that its task's training phrasings use more often than all the others (nothing to tell its
     task by: "times" is in one counting phrasing and five multiplying ones)."""
+    def plain(phrasing):  # without case and punctuation
+        return " ".join(re.findall(r"{\w+}|[a-z0-9+*-]+", phrasing.lower()))
+
     for task in TASKS:
-        shared = {p.lower() for p in PHRASINGS[task]} & {p.lower() for p in HELDOUT_PHRASINGS[task]}
+        shared = {plain(p) for p in PHRASINGS[task]} & {plain(p) for p in HELDOUT_PHRASINGS[task]}
         if shared:
             raise ValueError(f"{task}: phrasings both in training and held out: {sorted(shared)}")
         uses = collections.Counter(w for p in PHRASINGS[task] for w in frame_words(p))

@@ -3,6 +3,7 @@ that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
                      [--length L] [--mtp-steps N] [--mtp-depth D] [--frame-noise P]
+                     [--stop-at STEP --checkpoint FILE | --resume FILE]
     python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D]   (a head alone)
 
 Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
@@ -199,6 +200,21 @@ def greedy_answers(model, tokenizer, questions, device, paths, max_new=48):
     return answers
 
 
+def save_checkpoint(path, model, optimizer, schedule, step, seconds):
+    """The whole training state after `step` steps: float32 weights, AdamW's moments, the schedule."""
+    torch.save({"step": step, "seconds": seconds, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict()}, path)
+
+
+def load_checkpoint(path, model, optimizer, schedule):
+    """Restores save_checkpoint's state; returns the steps done and the seconds they took."""
+    state = torch.load(path, map_location="cuda", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    return state["step"], state["seconds"]
+
+
 def train_step(model, optimizer, schedule, ids, mask, fast=False):
     """One optimizer step on ids [batch, length] with the loss on `mask`; returns the loss (on the GPU).
     With `fast` (fast_paths active) the model runs without a cache, which the fast paths need; else it
@@ -327,6 +343,12 @@ def main():
     parser.add_argument("--frame-noise", type=float, default=0.0,
                         help="share of training phrasings whose other words are replaced, dropped or added to "
                              "(corpus.noised): teaches the task from its own words in frames no list holds")
+    parser.add_argument("--stop-at", type=int, default=0,
+                        help="stop after this many steps and write --checkpoint (a run longer than one device call)")
+    parser.add_argument("--checkpoint", default="checkpoint.pt", help="where --stop-at writes the training state")
+    parser.add_argument("--resume", metavar="CHECKPOINT",
+                        help="go on from a --stop-at checkpoint (same flags otherwise): the steps after it are those "
+                             "an unbroken run takes, each batch being a function of the seed and the step")
     parser.add_argument("--head-only", metavar="MODEL_DIR",
                         help="train only an MTP head, on the model already trained in MODEL_DIR (its weights and "
                              "answers unchanged), and write that folder with the head to --out")
@@ -382,22 +404,33 @@ def train(args):
     if args.length > 64 and "mamba_dtmin" not in args.fast_paths:
         raise SystemExit("--length over 64 (one Mamba chunk) needs --fast-paths mamba_dtmin: transformers' "
                          "reference scan is wrong past one chunk (fast_paths.py)")
+    first = 0
+    if args.resume:
+        first, earlier_seconds = load_checkpoint(args.resume, model, optimizer, schedule)
+        started -= earlier_seconds
+        print(f"resumed from {args.resume} at step {first}", flush=True)
+    last = min(args.steps, args.stop_at) if args.stop_at else args.steps
     data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed, args.batch, args.length, args.steps,
-                                                   args.frame_noise), batch_size=None,
+                                                   args.frame_noise), batch_size=None, sampler=range(first, last),
                                        num_workers=8, prefetch_factor=8, pin_memory=True)
     model.train()
     first_step_done = None
     paths = () if args.fast_paths == "none" else tuple(args.fast_paths.split(","))
     with fast_training_paths(model, paths):
-        for step, (ids, mask) in enumerate(data):
+        for step, (ids, mask) in enumerate(data, start=first):
             loss = train_step(model, optimizer, schedule, ids.to(device, non_blocking=True),
                               mask.to(device, non_blocking=True), fast=bool(paths))
             if step % 250 == 0 or step in (50, 150) or step == args.steps - 1:
                 loss_value = loss.item()  # waits for the step
                 now = time.time()
-                first_step_done = first_step_done or now
-                pace = f" ({(now - first_step_done) / step:.3f} s/step)" if step else ""
+                first_step_done = first_step_done or (now, step)
+                pace = f" ({(now - first_step_done[0]) / (step - first_step_done[1]):.3f} s/step)" \
+                    if step > first_step_done[1] else ""
                 print(f"step {step} loss {loss_value:.4f} {now - started:.0f}s{pace}", flush=True)
+    if last < args.steps:
+        save_checkpoint(args.checkpoint, model, optimizer, schedule, last, time.time() - started)
+        print(f"stopped at step {last}: checkpoint in {args.checkpoint}; go on with --resume", flush=True)
+        return
     training_seconds = time.time() - started
 
     model.eval()
