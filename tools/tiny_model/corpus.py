@@ -269,7 +269,9 @@ def example(task, rng, heldout=False, frame_noise=0.0):
     w = word(rng, words)
     if task == "reverse":
         return phrasing.format(w=w), w[::-1]
-    c = rng.choice(w) if rng.random() < 0.65 else rng.choice(LETTERS)
+    # Training asks for letters the word lacks more often than held-out questions do (which stay as
+    # they were), so that "1" is not the safe answer.
+    c = rng.choice(w) if rng.random() < (0.8 if heldout else 0.65) else rng.choice(LETTERS)
     return phrasing.format(c=c, w=w), str(w.count(c))
 
 
