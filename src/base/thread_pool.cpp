@@ -12,8 +12,8 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
-    ++epoch_;
+    stopping_.store(true, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
@@ -27,15 +27,35 @@ void ThreadPool::run_share(int index) {
   if (begin < end) (*job_)(begin, end);
 }
 
+namespace {
+
+void pause_briefly() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return epoch_ != seen; });
-      seen = epoch_;
-      if (stopping_) return;
+    uint64_t now = epoch_.load(std::memory_order_acquire);
+    for (int spin = 0; now == seen && spin < kSpinRounds; ++spin) {
+      pause_briefly();
+      now = epoch_.load(std::memory_order_acquire);
     }
+    if (now == seen) {
+      std::unique_lock lock(mutex_);
+      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      wake_.wait(lock, [&] { return epoch_.load(std::memory_order_relaxed) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      now = epoch_.load(std::memory_order_relaxed);
+    }
+    seen = now;
+    if (stopping_.load(std::memory_order_acquire)) return;
     run_share(index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
@@ -55,13 +75,21 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   job_grain_ = grain;
   job_parts_ = parts;
   pending_.store(int(workers_.size()), std::memory_order_release);
+  bool asleep;
   {
     std::lock_guard lock(mutex_);
-    ++epoch_;
+    epoch_.fetch_add(1, std::memory_order_release);
+    asleep = sleepers_.load(std::memory_order_relaxed) > 0;
   }
-  wake_.notify_all();
+  if (asleep) wake_.notify_all();
   run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinRounds) {
+      pause_briefly();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 }  // namespace lockstep

@@ -1,6 +1,11 @@
 // A fixed pool of worker threads that runs one parallel loop at a time. The caller's thread
 // takes part, so a pool of n threads starts n - 1 workers. Work is split statically by thread
 // index: which thread computes an element never changes what it computes.
+//
+// A pass of a small model is many short loops back to back, so a worker that finished one
+// watches for the next for a while (kSpinRounds) before it sleeps on the condition variable,
+// and the caller waits for the workers the same way: a wake through the kernel costs more than
+// such a loop.
 #pragma once
 
 #include <atomic>
@@ -48,11 +53,17 @@ class ThreadPool {
   void worker_loop(int index);
   void run_share(int index);
 
+  // Pauses a waiting thread spends watching before it sleeps (workers) or yields (the caller):
+  // about 100 microseconds.
+  static constexpr int kSpinRounds = 4096;
+
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  uint64_t epoch_ = 0;  // guarded by mutex_
-  bool stopping_ = false;
+  // Written under mutex_ (so a worker about to sleep cannot miss it), read without it.
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<int> sleepers_{0};  // workers asleep or about to be, under mutex_
+  std::atomic<bool> stopping_{false};
   std::atomic<int> pending_{0};
   // The current loop, read by workers after they see a new epoch.
   const RangeFn* job_ = nullptr;
