@@ -276,7 +276,9 @@ def example(task, rng, heldout=False, frame_noise=0.0):
 
 
 # Training draws tasks by weight: the arithmetic with carries and borrows needs the most data.
-TRAINING_WEIGHTS = {"add": 0.22, "sub": 0.24, "mul": 0.14, "sort": 0.12, "reverse": 0.14, "count": 0.14}
+# With 0.14 for multiplication (and these frames) one run answered 104 of 200 two-digit products
+# (the model before, at 0.20: 172), while the other tasks gained on held-out frames.
+TRAINING_WEIGHTS = {"add": 0.18, "sub": 0.20, "mul": 0.22, "sort": 0.10, "reverse": 0.14, "count": 0.16}
 
 
 def training_examples(seed, count, frame_noise=0.0):

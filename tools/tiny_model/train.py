@@ -466,6 +466,7 @@ def train(args):
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
                    "fast_paths": args.fast_paths, "length": args.length, "frame_noise": args.frame_noise,
                    "mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_heldout_accuracy": mtp_accuracy,
+                   **({"resumed_at_step": first} if args.resume else {}),
                    "training_seconds": round(training_seconds),
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
                    "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval,
