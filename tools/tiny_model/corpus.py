@@ -91,7 +91,12 @@ REVERSE_MORE = ["Reverse {w}.", "Reverse this word: {w}", "Please write {w} in r
                 "Turn {w} around.", "Read {w} from the end.", "Flip the letters of {w}.", "Write the word {w} backwards.",
                 "Say {w} backwards.", "I want {w} in reverse.", "Type {w} in reverse order.", "What does {w} read backwards?",
                 "Could you reverse the letters in {w}?", "Backwards, {w} is what?", "reverse the letters of {w}",
-                "Tell me {w} in reverse.", "What do you get if you reverse {w}?"]
+                "Tell me {w} in reverse.", "What do you get if you reverse {w}?",
+                # "in reverse" with words after it: the word to reverse is the one before (a run that
+                # lacked these reversed "please" in "{w} in reverse, please").
+                "Write {w} in reverse for me.", "{w} in reverse would be what?", "Say {w} in reverse order now.",
+                "Spell {w} in reverse, thanks.", "Can you put {w} in reverse and show me?",
+                "Show {w} backwards, then stop."]
 COUNT_MORE = ["How many {c}s does {w} have?", "How many {c}s are there in {w}?", "Count the {c}s in {w}.",
               "In {w}, count the letter {c}.", "Tell me how many {c}s are in {w}.", "How many times is {c} in {w}?",
               "How many {c} does the word {w} contain?", "What is the number of {c}s in {w}?", "{w} has how many {c}s?",
