@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace lockstep {
@@ -28,6 +30,32 @@ TEST(ThreadPool, ManyLoopsInARow) {
   for (int i = 0; i < 2000; ++i)
     pool.parallel_for(8, 1, [&](int64_t begin, int64_t end) { total += end - begin; });
   EXPECT_EQ(total.load(), 16000);
+}
+
+// Workers that found no loop for a while sleep on the condition variable; the next loop must
+// wake them (a lost wake would hang here) and still give every index once.
+TEST(ThreadPool, LoopsAfterTheWorkersFellAsleep) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::atomic<int>> hits(64);
+    pool.parallel_for(64, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) hits[size_t(i)]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "round " << round;
+    // Longer than the workers watch for a loop (about 100 microseconds), on some rounds.
+    if (round % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// A pool stops whether its workers are still watching for a loop or already asleep.
+TEST(ThreadPool, StopsWhileItsWorkersWatchOrSleep) {
+  for (int wait_ms : {0, 5}) {
+    ThreadPool pool(2);
+    std::atomic<int64_t> total{0};
+    pool.parallel_for(2, 1, [&](int64_t begin, int64_t end) { total += end - begin; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    EXPECT_EQ(total.load(), 2);
+  }
 }
 
 }  // namespace
