@@ -55,6 +55,15 @@ TEST(ServerDrafts, RepliesEqualTheirReplyWithoutDraftsAtAnyConcurrency) {
   ASSERT_NE(at, std::string::npos) << metrics;
   EXPECT_GT(std::stol(metrics.substr(at + 31)), 0);
   EXPECT_NE(metrics.find("lockstep_accepted_draft_tokens_by_position_total{position=\"3\"}"), std::string::npos);
+  // Where the lane thread's time went: the passes and the head's passes took some.
+  for (const char* part : {"pass", "head", "host"}) {
+    const std::string series = std::string("\nlockstep_step_seconds_total{part=\"") + part + "\"} ";
+    const size_t found = metrics.find(series);
+    ASSERT_NE(found, std::string::npos) << part << "\n" << metrics;
+    const double seconds = std::stod(metrics.substr(found + series.size()));
+    if (std::string(part) == "host") EXPECT_GE(seconds, 0.0);
+    else EXPECT_GT(seconds, 0.0) << part;
+  }
 }
 
 TEST(ServerDrafts, UsageCountsTheDraftsAReplyVerified) {

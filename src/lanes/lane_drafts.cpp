@@ -83,7 +83,10 @@ void LaneHost::absorb(Stream& stream, int32_t first_row, int64_t first_position,
 
 void LaneHost::run_drafts() {
   if (draft_plan_.batch.tokens.empty()) return;
-  if (Status drafted = runner_.draft(draft_plan_, drafted_); !drafted.ok()) {
+  const auto start = std::chrono::steady_clock::now();
+  Status drafted = runner_.draft(draft_plan_, drafted_);
+  count_seconds(&LaneStats::head_seconds, start);
+  if (!drafted.ok()) {
     // Drafts only ever propose: without them the streams decode a row a round, as they would.
     std::lock_guard lock(mutex_);
     ++stats_.draft_failures;

@@ -161,6 +161,7 @@ bool LaneHost::step() {
   // The decoding rows ride in a fill step when they fit beside the oldest filling stream's
   // chunk; where they do not (a pass of the model's max_rows holds a chunk and no more), fill
   // steps without them and rounds alternate.
+  const auto start = std::chrono::steady_clock::now();
   const auto rides = [&] {
     const FillChunk& next = oldest_filling->plan[oldest_filling->next_chunk];
     return decoding + (next.end - next.begin) <= runner_.info().max_rows;
@@ -177,6 +178,7 @@ bool LaneHost::step() {
   } else {
     return false;
   }
+  count_seconds(&LaneStats::step_seconds, start);
   // Streams that ended during the step leave the active list.
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& stream) { return stream->ended; }),
                 active_.end());

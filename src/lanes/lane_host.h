@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -129,6 +130,10 @@ struct LaneStats {
   // window ([0]: the first draft after the stream's last token); head passes that failed.
   uint64_t draft_rounds = 0, drafted = 0, accepted = 0, draft_failures = 0;
   std::vector<uint64_t> drafted_at, accepted_at;
+  // Seconds of the lane thread's steps (fill steps and rounds), and of the part of them spent in
+  // the model's passes (StepRunner::run, to its results on the host) and in the MTP head's
+  // (StepRunner::draft): the rest is the host's work around them.
+  double step_seconds = 0, pass_seconds = 0, head_seconds = 0;
 };
 
 class LaneHost {
@@ -236,6 +241,10 @@ class LaneHost {
   // first_position), each with the token after it; `drafts`: and the stream's next drafts.
   void absorb(Stream& stream, int32_t first_row, int64_t first_position, int32_t rows, bool drafts);
   void run_drafts();
+  // The step's pass (runner_.run of plan_ into result_), its time counted in stats_.
+  Status run_pass();
+  // Adds the seconds since `since` to one of stats_'s times.
+  void count_seconds(double LaneStats::*time, std::chrono::steady_clock::time_point since);
   void end(Stream& stream, StreamEnd how);
   // Prompt cache (lane_cache.cpp): where a stream may start, what it leaves for later streams.
   bool caches(const Stream& stream) const;

@@ -76,7 +76,7 @@ void LaneHost::fill_step(bool with_rounds) {
     ++fill.stream->next_chunk;
     if (fill.last) fill.stream->phase = Phase::decoding;
   }
-  if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
+  if (Status ran = run_pass(); !ran.ok()) {
     fail_all(ran.message());
     return;
   }
@@ -106,6 +106,19 @@ void LaneHost::fill_step(bool with_rounds) {
   }
   for (const Window& window : windows_) settle_window(window, drafting);
   run_drafts();
+}
+
+Status LaneHost::run_pass() {
+  const auto start = std::chrono::steady_clock::now();
+  Status ran = runner_.run(plan_, result_);
+  count_seconds(&LaneStats::pass_seconds, start);
+  return ran;
+}
+
+void LaneHost::count_seconds(double LaneStats::*time, std::chrono::steady_clock::time_point since) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  std::lock_guard lock(mutex_);
+  stats_.*time += seconds;
 }
 
 size_t LaneHost::decoding_streams() const {
@@ -158,7 +171,7 @@ void LaneHost::round() {
     stats_.round_rows += round_streams_.size();
     stats_.draft_rounds += drafting;
   }
-  if (Status ran = runner_.run(plan_, result_); !ran.ok()) {
+  if (Status ran = run_pass(); !ran.ok()) {
     fail_all(ran.message());
     return;
   }

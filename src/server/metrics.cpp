@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace lockstep {
@@ -126,6 +127,11 @@ std::string ServerMetrics::render(const LaneStats& lanes, int64_t kv_page_bytes)
   by_position(out, "lockstep_accepted_draft_tokens_by_position_total",
               "MTP drafts accepted, by place in the window; over the drafted ones, the acceptance there.",
               lanes.accepted_at);
+  out += "# HELP lockstep_step_seconds_total Seconds of the lane thread's fill steps and rounds: in the model's "
+         "passes, in the MTP head's, and the host's work around them.\n# TYPE lockstep_step_seconds_total counter\n";
+  for (auto [part, seconds] : {std::pair{"pass", lanes.pass_seconds}, {"head", lanes.head_seconds},
+                               {"host", std::max(0.0, lanes.step_seconds - lanes.pass_seconds - lanes.head_seconds)}})
+    out += std::string("lockstep_step_seconds_total{part=\"") + part + "\"} " + std::to_string(seconds) + "\n";
   first_token_.render("lockstep_time_to_first_token_seconds", "From request to its first token.", out);
   gap_.render("lockstep_inter_token_seconds", "Gap between consecutive tokens of a stream.", out);
   return out;
