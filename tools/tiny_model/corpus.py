@@ -104,13 +104,19 @@ COUNT_MORE = ["How many {c}s does {w} have?", "How many {c}s are there in {w}?",
               "The word {w}: count its {c}s.", "{w} contains how many {c}?", "How many letter {c}s in {w}?",
               "Could you count the {c} letters in {w}?", "Give me the count of {c}s in {w}.",
               "how often is {c} in {w}", "{c} appears how many times in {w}?", "Count up the {c}s in {w}."]
-def _unique(frames):
-    return list(dict.fromkeys(frames))
 
 
-ADD = _unique(ADD + [f.format(q=core) for f in ASK for core in ADD_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in ADD_CORES[2:]] + ADD_MORE)
-SUB = _unique(SUB + [f.format(q=core) for f in ASK for core in SUB_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in SUB_CORES[2:]] + SUB_MORE)
-MUL = _unique(MUL + [f.format(q=core) for f in ASK for core in MUL_CORES[:2]] + [f.format(q=core) for f in ASK[:12] for core in MUL_CORES[2:]] + MUL_MORE)
+def with_cores(frames, cores, more):
+    """frames, then every ASK wrapper around the first two (symbolic) cores and the first 12 around
+    the worded ones, then `more`; each frame once, in that order."""
+    asked = [ask.format(q=core) for ask in ASK for core in cores[:2]]
+    asked += [ask.format(q=core) for ask in ASK[:12] for core in cores[2:]]
+    return list(dict.fromkeys(frames + asked + more))
+
+
+ADD = with_cores(ADD, ADD_CORES, ADD_MORE)
+SUB = with_cores(SUB, SUB_CORES, SUB_MORE)
+MUL = with_cores(MUL, MUL_CORES, MUL_MORE)
 SORT += SORT_MORE
 REVERSE += REVERSE_MORE
 COUNT += COUNT_MORE
