@@ -49,9 +49,9 @@ void ThreadPool::worker_loop(int index) {
     }
     if (now == seen) {
       std::unique_lock lock(mutex_);
-      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      ++sleepers_;
       wake_.wait(lock, [&] { return epoch_.load(std::memory_order_relaxed) != seen; });
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      --sleepers_;
       now = epoch_.load(std::memory_order_relaxed);
     }
     seen = now;
@@ -79,7 +79,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   {
     std::lock_guard lock(mutex_);
     epoch_.fetch_add(1, std::memory_order_release);
-    asleep = sleepers_.load(std::memory_order_relaxed) > 0;
+    asleep = sleepers_ > 0;
   }
   if (asleep) wake_.notify_all();
   run_share(0);

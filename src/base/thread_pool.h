@@ -62,7 +62,7 @@ class ThreadPool {
   std::condition_variable wake_;
   // Written under mutex_ (so a worker about to sleep cannot miss it), read without it.
   std::atomic<uint64_t> epoch_{0};
-  std::atomic<int> sleepers_{0};  // workers asleep or about to be, under mutex_
+  int sleepers_ = 0;  // workers asleep or about to be; guarded by mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<int> pending_{0};
   // The current loop, read by workers after they see a new epoch.
