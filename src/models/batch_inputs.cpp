@@ -6,70 +6,74 @@ namespace lockstep {
 
 BatchInputs::BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, int32_t page_size)
     : max_pages_(max_pages), page_size_(page_size) {
-  ids_ = backend.alloc(DType::i32, {max_rows});
-  positions_ = backend.alloc(DType::i32, {max_rows});
-  row_seq_ = backend.alloc(DType::i32, {max_rows});
-  slots_ = backend.alloc(DType::i32, {max_rows});
-  logit_rows_ = backend.alloc(DType::i32, {max_rows});
-  page_tables_ = backend.alloc(DType::i32, {max_rows, max_pages});
-  seq_begin_ = backend.alloc(DType::i32, {max_rows + 1});
-  seq_start_ = backend.alloc(DType::i32, {max_rows});
-  seq_slot_ = backend.alloc(DType::i32, {max_rows});
-  row_slot_ = backend.alloc(DType::i32, {max_rows});
-  host_tables_.resize(size_t(max_rows * max_pages));
-  host_slots_.resize(size_t(max_rows));
-  host_begin_.reserve(size_t(max_rows + 1));
-  host_start_.reserve(size_t(max_rows));
-  host_slot_.reserve(size_t(max_rows));
+  // Six fields of a value a row, the logit rows, three of a value a run (a run per row at
+  // most, and seq_begin's end), and a page table a sequence.
+  const int64_t capacity = 7 * max_rows + 3 * max_rows + 1 + max_rows * max_pages;
+  buffer_ = backend.alloc(DType::i32, {capacity});
+  host_.resize(size_t(capacity));
 }
 
-void BatchInputs::upload(Backend& backend, const ForwardBatch& batch) {
+void BatchInputs::upload(Backend& backend, const ForwardBatch& batch, std::span<const int32_t> row_values) {
   rows_ = int64_t(batch.tokens.size());
-  logit_count_ = int64_t(batch.logit_rows.size());
-  const int64_t n_seqs = int64_t(batch.seq_pages.size());
-  std::fill(host_tables_.begin(), host_tables_.begin() + n_seqs * max_pages_, 0);
-  for (int64_t s = 0; s < n_seqs; ++s) {
+  n_seqs_ = int64_t(batch.seq_pages.size());
+  row_slots_ = !batch.row_slots.empty();
+  // The runs of rows of one sequence, counted first: the fields after them lie by their count.
+  int64_t runs = 0;
+  for (int64_t r = 0; r < rows_; ++r) runs += r == 0 || batch.row_seq[size_t(r - 1)] != batch.row_seq[size_t(r)];
+  int64_t at = 0;
+  auto lay = [&at](int64_t count) {
+    Part p{at, count};
+    at += count;
+    return p;
+  };
+  ids_ = lay(rows_);
+  positions_ = lay(rows_);
+  row_seq_ = lay(rows_);
+  slots_ = lay(rows_);
+  row_slot_ = lay(row_slots_ ? rows_ : 0);
+  row_values_ = lay(int64_t(row_values.size()));
+  logit_ = lay(int64_t(batch.logit_rows.size()));
+  seq_begin_ = lay(runs + 1);
+  seq_start_ = lay(runs);
+  seq_slot_ = lay(runs);
+  page_tables_ = lay(n_seqs_ * max_pages_);
+
+  std::copy_n(batch.tokens.data(), rows_, host(ids_));
+  std::copy_n(batch.positions.data(), rows_, host(positions_));
+  std::copy_n(batch.row_seq.data(), rows_, host(row_seq_));
+  if (row_slots_) std::copy_n(batch.row_slots.data(), rows_, host(row_slot_));
+  std::copy(row_values.begin(), row_values.end(), host(row_values_));
+  std::copy_n(batch.logit_rows.data(), logit_.count, host(logit_));
+  int32_t* tables = host(page_tables_);
+  std::fill_n(tables, page_tables_.count, 0);
+  for (int64_t s = 0; s < n_seqs_; ++s) {
     const auto& pages = batch.seq_pages[size_t(s)]->pages;
-    std::copy_n(pages.begin(), std::min<int64_t>(int64_t(pages.size()), max_pages_), host_tables_.begin() + s * max_pages_);
+    std::copy_n(pages.begin(), std::min<int64_t>(int64_t(pages.size()), max_pages_), tables + s * max_pages_);
   }
-  // Cache slots, and the runs of rows of one sequence.
-  host_begin_.clear();
-  host_start_.clear();
-  host_slot_.clear();
-  for (int64_t r = 0; r < rows_; ++r) {
-    int32_t pos = batch.positions[size_t(r)];
-    int32_t seq = batch.row_seq[size_t(r)];
+  // Cache slots, and the runs.
+  int32_t *slots = host(slots_), *begin = host(seq_begin_), *start = host(seq_start_), *slot = host(seq_slot_);
+  for (int64_t r = 0, run = 0; r < rows_; ++r) {
+    const int32_t pos = batch.positions[size_t(r)];
+    const int32_t seq = batch.row_seq[size_t(r)];
     const auto& pages = batch.seq_pages[size_t(seq)]->pages;
-    host_slots_[size_t(r)] = pages[size_t(pos / page_size_)] * page_size_ + pos % page_size_;
+    slots[r] = pages[size_t(pos / page_size_)] * page_size_ + pos % page_size_;
     if (r == 0 || batch.row_seq[size_t(r - 1)] != seq) {
-      host_begin_.push_back(int32_t(r));
-      host_start_.push_back(pos);
-      host_slot_.push_back(batch.seq_slots.empty() ? 0 : batch.seq_slots[size_t(seq)]);
+      begin[run] = int32_t(r);
+      start[run] = pos;
+      slot[run] = batch.seq_slots.empty() ? 0 : batch.seq_slots[size_t(seq)];
+      ++run;
     }
   }
-  runs_ = int64_t(host_start_.size());
-  host_begin_.push_back(int32_t(rows_));
-  backend.upload(ids(), batch.tokens.data());
-  backend.upload(positions(), batch.positions.data());
-  backend.upload(row_seq_.view().first_dim_slice(0, rows_), batch.row_seq.data());
-  backend.upload(cache_slots(), host_slots_.data());
-  backend.upload(page_tables_.view().first_dim_slice(0, n_seqs), host_tables_.data());
-  if (logit_count_ > 0) backend.upload(logit_row_ids(), batch.logit_rows.data());
-  backend.upload(seq_begin_.view().first_dim_slice(0, runs_ + 1), host_begin_.data());
-  backend.upload(seq_start_.view().first_dim_slice(0, runs_), host_start_.data());
-  backend.upload(seq_slot_.view().first_dim_slice(0, runs_), host_slot_.data());
-  row_slots_ = !batch.row_slots.empty();
-  if (row_slots_) backend.upload(row_slot_.view().first_dim_slice(0, rows_), batch.row_slots.data());
+  begin[runs] = int32_t(rows_);
+  backend.upload(buffer_.view().first_dim_slice(0, at), host_.data());
 }
 
 AttentionRows BatchInputs::attention() const {
-  return {positions(), row_seq_.view().first_dim_slice(0, rows_), page_tables_.view()};
+  return {positions(), part(row_seq_), part(page_tables_).reshaped(Shape{n_seqs_, max_pages_})};
 }
 
 SequenceRows BatchInputs::sequences() const {
-  return {seq_begin_.view().first_dim_slice(0, runs_ + 1), seq_start_.view().first_dim_slice(0, runs_),
-          seq_slot_.view().first_dim_slice(0, runs_),
-          row_slots_ ? row_slot_.view().first_dim_slice(0, rows_) : Tensor{}};
+  return {part(seq_begin_), part(seq_start_), part(seq_slot_), row_slots_ ? part(row_slot_) : Tensor{}};
 }
 
 }  // namespace lockstep

@@ -225,10 +225,8 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
     y_ = backend_.alloc(DType::f32, {rows, c.mamba_heads, c.mamba_head_dim});
     y_norm_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
   }
-  if (mtp_) {
+  if (mtp_)
     for (OwnedTensor* t : {&main_hidden_, &draft_hidden_, &embedded_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
-    hidden_rows_ = backend_.alloc(DType::i32, {rows});
-  }
   if (c.count(LayerKind::attention) + mtp_attention_layers(c) > 0) {
     qkv_ = backend_.alloc(DType::f32, {rows, (c.heads + 2 * c.kv_heads) * c.head_dim});
     q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
@@ -325,13 +323,12 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   for (int32_t row : hidden_rows)
     if (row < 0 || row >= source_rows)
       return make_error("hidden row " + std::to_string(row) + " is not a row of the pass it reads");
-  inputs_.upload(backend_, batch);
-  backend_.upload(rows_of(hidden_rows_, n), hidden_rows.data());
+  inputs_.upload(backend_, batch, hidden_rows);
   const float eps = float(config_.eps);
   Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
   Tensor embedded = rows_of(embedded_, n);
   const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
-  backend_.gather_rows(rows_of(source, source_rows), rows_of(hidden_rows_, n), h);
+  backend_.gather_rows(rows_of(source, source_rows), inputs_.row_values(), h);
   if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
   backend_.embed(embed_, device_tokens ? *device_tokens : inputs_.ids(), embedded);
   backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);

@@ -118,8 +118,8 @@ class NemotronModel final : public Model {
   OwnedTensor router_logits_, expert_ids_, expert_weights_;
   OwnedTensor picked_, logits_;
   // With an MTP head: the last main pass's and head pass's hidden states (after their final
-  // norms), every row; the rows a head pass reads; its embeddings.
-  OwnedTensor main_hidden_, draft_hidden_, hidden_rows_, embedded_;
+  // norms), every row; a head pass's embeddings.
+  OwnedTensor main_hidden_, draft_hidden_, embedded_;
   int64_t main_rows_ = 0, draft_rows_ = 0;
   bool recurrent_ = false;  // the pass's ForwardBatch::recurrent
 };
