@@ -4,61 +4,17 @@
 // tests/data/tokenizers, made with tokenizers and transformers).
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <fstream>
 
 #include "io/json_file.h"
 #include "io/temp_dir.h"
 #include "text/model_text.h"
 #include "tokenizer/tokenizer_test_support.h"
+#include "gguf_metadata_writer.h"
 
 namespace lockstep {
 namespace {
 
 using nlohmann::json;
-
-// A GGUF file of metadata alone (version 3, no tensors), as gguf-py's writer lays it out.
-class MetadataWriter {
- public:
-  void string(const std::string& key, const std::string& value) { entry(key, 8), text(value); }
-  void u32(const std::string& key, uint32_t value) { entry(key, 4), raw(value); }
-  void boolean(const std::string& key, bool value) { entry(key, 7), raw(uint8_t(value)); }
-  void strings(const std::string& key, const std::vector<std::string>& values) {
-    entry(key, 9), raw(uint32_t(8)), raw(uint64_t(values.size()));
-    for (const std::string& value : values) text(value);
-  }
-  void i32s(const std::string& key, const std::vector<int32_t>& values) {
-    entry(key, 9), raw(uint32_t(5)), raw(uint64_t(values.size()));
-    for (int32_t value : values) raw(value);
-  }
-  void write(const std::string& path) const {
-    std::ofstream out(path, std::ios::binary);
-    const uint32_t magic = 0x46554747, version = 3;
-    const uint64_t tensors = 0;
-    out.write(reinterpret_cast<const char*>(&magic), 4);
-    out.write(reinterpret_cast<const char*>(&version), 4);
-    out.write(reinterpret_cast<const char*>(&tensors), 8);
-    out.write(reinterpret_cast<const char*>(&keys_), 8);
-    out << body_;
-  }
-
- private:
-  template <class T>
-  void raw(T value) {
-    body_.append(reinterpret_cast<const char*>(&value), sizeof(T));
-  }
-  void text(const std::string& value) {
-    raw(uint64_t(value.size()));
-    body_ += value;
-  }
-  void entry(const std::string& key, uint32_t type) {
-    ++keys_;
-    text(key);
-    raw(type);
-  }
-  std::string body_;
-  uint64_t keys_ = 0;
-};
 
 // The GGUF that llama.cpp's converter makes of a Hugging Face tokenizer folder: every token by
 // id, added special tokens as CONTROL (3), other added ones USER_DEFINED (4), the rest NORMAL
@@ -201,12 +157,12 @@ TEST(GgufTextErrors, ATokenizerLockstepDoesNotReadIsNamed) {
   ASSERT_TRUE(temp.ok());
   MetadataWriter out;
   out.string("general.architecture", "llama");
-  out.string("tokenizer.ggml.model", "llama");  // SentencePiece
+  out.string("tokenizer.ggml.model", "t5");  // SentencePiece's unigram model
   out.strings("tokenizer.ggml.tokens", {"a", "b"});
-  out.write(temp->file("sp.gguf"));
-  auto text = ModelText::load(temp->file("sp.gguf"));
+  out.write(temp->file("t5.gguf"));
+  auto text = ModelText::load(temp->file("t5.gguf"));
   ASSERT_FALSE(text.ok());
-  EXPECT_NE(text.error().message.find("tokenizer.ggml.model 'llama' is not one lockstep reads"), std::string::npos)
+  EXPECT_NE(text.error().message.find("tokenizer.ggml.model 't5' is not one lockstep reads"), std::string::npos)
       << text.error().message;
 }
 
