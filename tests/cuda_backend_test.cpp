@@ -75,6 +75,26 @@ TEST_F(CudaVsCpu, AddRmsNormEqualsItsTwoOps) {
   }
 }
 
+// The norm of gathered rows (the MTP head's read of the main pass's hidden states): the same
+// bits as gather_rows then rms_norm on the GPU, and close to the CPU's. Rows repeat and skip.
+TEST_F(CudaVsCpu, RmsNormRowsEqualsItsTwoOps) {
+  for (int64_t d : {int64_t(300), int64_t(2688)}) {
+    const int64_t m = 6;
+    const std::vector<int32_t> picks = {4, 0, 4, 5, 2};
+    const int64_t n = int64_t(picks.size());
+    Pair x = random(DType::f32, {m, d}), w = random(DType::f32, {d});
+    Pair rows = make(DType::i32, {n}, picks.data());
+    Pair fused = output(DType::f32, {n, d}), apart = output(DType::f32, {n, d});
+    cpu.rms_norm_rows(x.cpu, rows.cpu, w.cpu, 1e-5f, fused.cpu);
+    gpu->rms_norm_rows(x.gpu, rows.gpu, w.gpu, 1e-5f, fused.gpu);
+    gpu->gather_rows(x.gpu, rows.gpu, apart.gpu);
+    gpu->rms_norm(apart.gpu, w.gpu, 1e-5f, apart.gpu);
+    expect_close(fused, "rms_norm_rows");
+    std::vector<float> one = floats(*gpu, fused.gpu), two = floats(*gpu, apart.gpu);
+    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4)) << "d = " << d;
+  }
+}
+
 // The up projection with relu2 in the matmul's store: the same bits as matmul then
 // relu_squared on the GPU, and close to the CPU's. f32 and bf16 weights; rows of a round, of a
 // wide round and of a fill (the tiled kernel), k not a multiple of 32.

@@ -166,6 +166,12 @@ class Backend {
   virtual void add_bias(const Tensor& x, const Tensor& bias) = 0;
   // out = a + b, elementwise f32.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out[r] = rms_norm(x[rows[r]]): a gather and a norm, which a backend may run as one kernel
+  // with the same bits as the two ops. rows i32 [n]; out f32 [n, d].
+  virtual void rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps, const Tensor& out) {
+    gather_rows(x, rows, out);
+    rms_norm(out, weight, eps, out);
+  }
   // x += delta, then out = rms_norm(x): a residual add and the next layer's norm, which a
   // backend may run as one kernel with the same bits as the two ops.
   virtual void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,

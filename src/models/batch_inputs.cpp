@@ -17,6 +17,8 @@ void BatchInputs::upload(Backend& backend, const ForwardBatch& batch, std::span<
   rows_ = int64_t(batch.tokens.size());
   n_seqs_ = int64_t(batch.seq_pages.size());
   row_slots_ = !batch.row_slots.empty();
+  every_row_ = rows_ > 0 && int64_t(batch.logit_rows.size()) == rows_;
+  for (int64_t r = 0; every_row_ && r < rows_; ++r) every_row_ = batch.logit_rows[size_t(r)] == r;
   // The runs of rows of one sequence, counted first: the fields after them lie by their count.
   int64_t runs = 0;
   for (int64_t r = 0; r < rows_; ++r) runs += r == 0 || batch.row_seq[size_t(r - 1)] != batch.row_seq[size_t(r)];

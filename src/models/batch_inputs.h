@@ -29,6 +29,8 @@ class BatchInputs {
   Tensor cache_slots() const { return part(slots_); }      // i32 [n]
   Tensor logit_row_ids() const { return part(logit_); }    // i32 [logit rows]
   Tensor row_values() const { return part(row_values_); }  // i32 [n]: upload's row_values
+  // Whether the logit rows are the rows 0, 1, ..., n - 1 (n > 0): then a pass needs no gather.
+  bool logits_of_every_row() const { return every_row_; }
   AttentionRows attention() const;
   SequenceRows sequences() const;
 
@@ -47,6 +49,7 @@ class BatchInputs {
   std::vector<int32_t> host_;  // the same on the host, written, then uploaded in one copy
   Part ids_, positions_, row_seq_, slots_, row_slot_, row_values_, logit_, seq_begin_, seq_start_, seq_slot_, page_tables_;
   bool row_slots_ = false;  // the batch gave row_slots
+  bool every_row_ = false;
 };
 
 }  // namespace lockstep

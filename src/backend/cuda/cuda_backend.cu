@@ -157,6 +157,10 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   cuda::rms_norm(*context_, x, weight, eps, out);
 }
+void CudaBackend::rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps,
+                                const Tensor& out) {
+  cuda::rms_norm_rows(*context_, x, rows, weight, eps, out);
+}
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cuda::matmul(*context_, x, w, out, false, {});
 }

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override;
   // Writes the product's columns straight into outs (the matmul kernels' column split).

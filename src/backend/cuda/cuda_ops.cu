@@ -52,7 +52,7 @@ constexpr int kHeld = 4;
 // share before waiting for the kernel ahead.
 template <bool kAdd>
 __global__ void __launch_bounds__(kNormThreads)
-    norm_kernel(float* x, const float* delta, const float* w, float eps, float* out, int64_t d) {
+    norm_kernel(float* x, const int32_t* rows, const float* delta, const float* w, float eps, float* out, int64_t d) {
   cuda::allow_early_launch();
   const bool held = d <= int64_t(kHeld) * kNormThreads;
   float weight[kHeld], value[kHeld];
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kNormThreads)
     weight[i] = held && c < d ? w[c] : 0.0f;
   }
   cuda::wait_for_inputs();
-  float* row = x + int64_t(blockIdx.x) * d;
+  float* row = x + (rows ? int64_t(rows[blockIdx.x]) : int64_t(blockIdx.x)) * d;  // rows: a gather, never kAdd
   const float* add = kAdd ? delta + int64_t(blockIdx.x) * d : nullptr;
   float* o = out + int64_t(blockIdx.x) * d;
   auto load = [&](int64_t c) {
@@ -195,14 +195,22 @@ void embed(Context& context, const Tensor& table, const Tensor& ids, const Tenso
 void rms_norm(Context& context, const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   if (x.rows() == 0) return;
   launch(norm_kernel<false>, unsigned(x.rows()), kNormThreads, 0, context.launches, ptr<float>(x),
+         static_cast<const int32_t*>(nullptr), static_cast<const float*>(nullptr), ptr<float>(weight), eps,
+         ptr<float>(out), x.cols());
+}
+
+void rms_norm_rows(Context& context, const Tensor& x, const Tensor& rows, const Tensor& weight, float eps,
+                   const Tensor& out) {
+  if (out.rows() == 0) return;
+  launch(norm_kernel<false>, unsigned(out.rows()), kNormThreads, 0, context.launches, ptr<float>(x), ptr<int32_t>(rows),
          static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out), x.cols());
 }
 
 void add_rms_norm(Context& context, const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
                   const Tensor& out) {
   if (x.rows() == 0) return;
-  launch(norm_kernel<true>, unsigned(x.rows()), kNormThreads, 0, context.launches, ptr<float>(x), ptr<float>(delta),
-         ptr<float>(weight), eps, ptr<float>(out), x.cols());
+  launch(norm_kernel<true>, unsigned(x.rows()), kNormThreads, 0, context.launches, ptr<float>(x),
+         static_cast<const int32_t*>(nullptr), ptr<float>(delta), ptr<float>(weight), eps, ptr<float>(out), x.cols());
 }
 
 void add_bias(Context& context, const Tensor& x, const Tensor& bias) {

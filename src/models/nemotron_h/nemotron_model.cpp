@@ -274,28 +274,42 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   Tensor x = rows_of(x_, n);  // [n, hidden]
   recurrent_ = batch.recurrent;
   backend_.embed(embed_, inputs_.ids(), x);
-  run_layers(layers_, n);
   Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
   Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
+  const float eps = float(config_.eps);
+  const bool every_row = inputs_.logits_of_every_row();
   if (mtp_) {
     // The head reads every row's normed hidden state (rms_norm is row-invariant: the same bits
     // as norming only the picked rows).
     main_rows_ = n;
-    backend_.rms_norm(x, final_norm_, float(config_.eps), rows_of(main_hidden_, n));
+    Tensor hidden = rows_of(main_hidden_, n);
+    run_layers(layers_, n, false, final_norm_, &hidden);
     if (n_out == 0) return logits;
-    backend_.gather_rows(rows_of(main_hidden_, n), inputs_.logit_row_ids(), picked);
+    if (every_row)
+      picked = hidden;
+    else
+      backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
+  } else if (every_row) {
+    run_layers(layers_, n, false, final_norm_, &picked);
   } else {
+    run_layers(layers_, n);
     if (n_out == 0) return logits;
     backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
-    backend_.rms_norm(picked, final_norm_, float(config_.eps), picked);
+    backend_.rms_norm(picked, final_norm_, eps, picked);
   }
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
   return logits;
 }
 
-void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n) {
+void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n, bool normed, const Tensor& final_norm,
+                              const Tensor* final_out) {
   Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
-  if (!layers.empty()) backend_.rms_norm(x, layers.front().norm, float(config_.eps), h);
+  const float eps = float(config_.eps);
+  if (layers.empty()) {
+    if (final_out) backend_.rms_norm(x, final_norm, eps, *final_out);
+    return;
+  }
+  if (!normed) backend_.rms_norm(x, layers.front().norm, eps, h);
   for (size_t i = 0; i < layers.size(); ++i) {
     NemotronLayer& layer = layers[i];
     switch (layer.kind) {
@@ -304,9 +318,12 @@ void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n) {
       case LayerKind::mlp: mlp_mixer(layer.mlp, n, out); break;
       case LayerKind::moe: moe_mixer(layer.moe, n); break;
     }
-    // The residual add, and the next layer's norm with it (one kernel on the GPU).
+    // The residual add, and the next layer's norm (or the final one) with it: one kernel on
+    // the GPU.
     if (i + 1 < layers.size())
-      backend_.add_rms_norm(x, out, layers[i + 1].norm, float(config_.eps), h);
+      backend_.add_rms_norm(x, out, layers[i + 1].norm, eps, h);
+    else if (final_out)
+      backend_.add_rms_norm(x, out, final_norm, eps, *final_out);
     else
       backend_.add(x, out, x);
   }
@@ -328,22 +345,29 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
   Tensor embedded = rows_of(embedded_, n);
   const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
-  backend_.gather_rows(rows_of(source, source_rows), inputs_.row_values(), h);
   if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
+  backend_.rms_norm_rows(rows_of(source, source_rows), inputs_.row_values(), mtp_->hnorm, eps, h);
   backend_.embed(embed_, device_tokens ? *device_tokens : inputs_.ids(), embedded);
   backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);
-  backend_.rms_norm(h, mtp_->hnorm, eps, h);
   backend_.matmul(embedded, mtp_->e_proj, x);
   backend_.matmul(h, mtp_->h_proj, out);
-  backend_.add(x, out, x);
-  run_layers(mtp_->layers, n);
-  draft_rows_ = n;
+  // x = e_proj(e) + h_proj(h), and the first block's norm of it in h, as one op.
   Tensor hidden = rows_of(draft_hidden_, n);
-  backend_.rms_norm(x, mtp_->final_norm, eps, hidden);
+  if (mtp_->layers.empty()) {
+    backend_.add(x, out, x);
+    run_layers(mtp_->layers, n, false, mtp_->final_norm, &hidden);
+  } else {
+    backend_.add_rms_norm(x, out, mtp_->layers.front().norm, eps, h);
+    run_layers(mtp_->layers, n, true, mtp_->final_norm, &hidden);
+  }
+  draft_rows_ = n;
   Tensor picked = rows_of(picked_, n_out);
   Tensor logits = rows_of(logits_, n_out);
   if (n_out == 0) return logits;
-  backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
+  if (inputs_.logits_of_every_row())
+    picked = hidden;
+  else
+    backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
   return logits;
 }

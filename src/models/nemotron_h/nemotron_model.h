@@ -94,8 +94,11 @@ class NemotronModel final : public Model {
   Status load_layer(const WeightSource& weights, const std::string& prefix, LayerKind kind, NemotronLayer& layer);
   Status load_mtp_head(const WeightSource& weights);
   // The blocks of `layers` over the n rows of x_ (each reads rms_norm(x) and adds its mixer's
-  // output), leaving x_ un-normed.
-  void run_layers(std::vector<NemotronLayer>& layers, int64_t n);
+  // output), leaving x_ un-normed. With `normed` the caller has put the first block's norm of x_
+  // in h_ already; with `final_out`, the last residual add and the norm `final_norm` of its sum
+  // run as one op into *final_out (the same bits as the two).
+  void run_layers(std::vector<NemotronLayer>& layers, int64_t n, bool normed = false, const Tensor& final_norm = {},
+                  const Tensor* final_out = nullptr);
   [[nodiscard]] Status allocate(const ModelOptions& options);
 
   // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]).
