@@ -88,12 +88,12 @@ int run_batch(const ModelFlags& model_flags, const BatchFlags& flags) {
   options.max_context = model_flags.context;
   options.kv_sequences = flags.parallel;  // every stream of the batch at its full context
   options.state_slots = flags.parallel;
-  size_draft_slots(flags.drafts, flags.parallel, options);
+  size_draft_slots(flags.drafts, model_flags.backend, flags.parallel, options);
   auto loaded = load(model_flags, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   ModelRunner runner(*loaded->model);
   LaneSettings lanes{flags.chunk, flags.parallel, int32_t(lines.size()) + 1};
-  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), flags.parallel, lanes); !drafts.ok())
+  if (Status drafts = apply_draft_flags(flags.drafts, model_flags.backend, loaded->model->info(), flags.parallel, lanes); !drafts.ok())
     return fail(drafts.message());
   LaneHost host(runner, lanes);
   for (Line& line : lines) {

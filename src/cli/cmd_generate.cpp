@@ -63,12 +63,12 @@ int run_one(const GenerateFlags& flags) {
 
   ModelOptions options;
   options.max_rows = flags.chunk;
-  size_draft_slots(flags.drafts, 1, options);
+  size_draft_slots(flags.drafts, flags.model.backend, 1, options);
   auto loaded = load(flags.model, options);
   if (!loaded.ok()) return fail(loaded.error().message);
   ModelRunner runner(*loaded->model);
   LaneSettings lanes{flags.chunk, 1, 1};
-  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), 1, lanes); !drafts.ok())
+  if (Status drafts = apply_draft_flags(flags.drafts, flags.model.backend, loaded->model->info(), 1, lanes); !drafts.ok())
     return fail(drafts.message());
   LaneHost host(runner, lanes);
   // Text as it decodes, or ids with --ids (and always when the folder has no tokenizer).

@@ -94,7 +94,7 @@ int run_serve(const ServeFlags& flags) {
   // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step).
   options.max_rows = flags.chunk + flags.parallel;
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
-  size_draft_slots(flags.drafts, flags.parallel, options);
+  size_draft_slots(flags.drafts, flags.model.backend, flags.parallel, options);
   ModelFlags model_flags = flags.model;
   const bool embedded = model_flags.model_dir.empty();
   if (embedded) {
@@ -140,7 +140,7 @@ int run_serve(const ServeFlags& flags) {
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));
   settings.lanes.snapshot_slots = snapshot_slots;
-  if (Status drafts = apply_draft_flags(flags.drafts, loaded->model->info(), flags.parallel, settings.lanes); !drafts.ok())
+  if (Status drafts = apply_draft_flags(flags.drafts, flags.model.backend, loaded->model->info(), flags.parallel, settings.lanes); !drafts.ok())
     return fail(drafts.message());
   settings.default_temperature = flags.temperature;
   settings.thinking = !flags.no_thinking;
@@ -152,7 +152,7 @@ int run_serve(const ServeFlags& flags) {
             << flags.host << ":" << server.port() << " with " << api.lanes().settings().max_streams
             << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
-            << "; " << describe_drafts(api.lanes().settings(), loaded->model->info()) << std::endl;
+            << "; " << describe_drafts(flags.drafts, api.lanes().settings(), loaded->model->info()) << std::endl;
   if (!memory_note.empty()) std::cerr << memory_note << std::endl;
   std::atomic<bool> done{false};
   std::thread watcher([&] {
