@@ -26,6 +26,9 @@ class MetadataWriter {
     entry(key, 9), raw(uint32_t(6)), raw(uint64_t(values.size()));
     for (float value : values) raw(value);
   }
+  // The entries written so far, and how many: to add to another file's metadata.
+  const std::string& body() const { return body_; }
+  uint64_t count() const { return keys_; }
   void write(const std::string& path) const {
     std::ofstream out(path, std::ios::binary);
     const uint32_t magic = 0x46554747, version = 3;
