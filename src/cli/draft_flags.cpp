@@ -13,10 +13,11 @@ int32_t drafts_asked(const DraftFlags& flags, const std::string& backend) {
 void add_draft_flags(CLI::App& command, DraftFlags& flags) {
   command
       .add_option("--draft-tokens", flags.tokens,
-                  "MTP drafts a stream verifies each round, with a checkpoint's MTP head (default " +
-                      std::to_string(kDefaultDraftTokensGpu) + " on the GPU, " + std::to_string(kDefaultDraftTokensCpu) +
-                      " on the CPU, where drafting measured slower; 0: none); drafts never change a reply")
+                  "MTP drafts a stream verifies each round, with a checkpoint's MTP head (by default none on the "
+                  "CPU, where drafting measured slower; 0: none); drafts never change a reply")
       ->check(CLI::Range(0, kMaxDraftTokens))
+      ->default_str(std::to_string(kDefaultDraftTokensGpu) + " on the GPU, " + std::to_string(kDefaultDraftTokensCpu) +
+                    " on the CPU")
       ->each([&flags](const std::string&) { flags.tokens_given = true; });
   command
       .add_option("--draft-width", flags.width,
