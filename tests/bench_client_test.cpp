@@ -110,16 +110,33 @@ TEST(BenchClient, DraftsRunEachCellWithAndWithoutAndCompareTheReplies) {
                              json_path});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   std::vector<std::string> lines = split_lines(run.out);
-  ASSERT_EQ(lines.size(), 14u) << run.out;  // heading, eight cells, four speed-ups, exactness
+  ASSERT_EQ(lines.size(), 15u) << run.out;  // heading, eight cells, four speed-ups, exactness, drafts verified
   EXPECT_NE(lines[1].find("greedy, drafts"), std::string::npos) << run.out;
   EXPECT_NE(lines[2].find("greedy, no drafts"), std::string::npos) << run.out;
   EXPECT_NE(lines[9].find("drafts: 1 streams, greedy: "), std::string::npos) << run.out;
   EXPECT_EQ(lines[13], "drafts exactness: 10 replies with drafts compared with the same request's without, 0 differ");
+  EXPECT_EQ(lines[14].rfind("drafts verified: ", 0), 0u) << run.out;
   json report = json::parse(read_file(json_path));
   ASSERT_EQ(report["cells"].size(), 8u);
   EXPECT_EQ(report["cells"][0]["draft"], true);
   EXPECT_EQ(report["cells"][1]["draft"], false);
   EXPECT_EQ(report["drafts_exactness"]["differ"], 0);
+  // The replies' usage counts the drafts: some were verified, and no more were kept.
+  EXPECT_GT(report["drafts_exactness"]["drafted"].get<int64_t>(), 0);
+  EXPECT_LE(report["drafts_exactness"]["kept"].get<int64_t>(), report["drafts_exactness"]["drafted"].get<int64_t>());
+}
+
+// --drafts against a server that drafts nothing (here the same model without drafts, as a CPU
+// server is by default) measured nothing: the bench says so and exits 1.
+TEST(BenchClient, DraftsAgainstAServerThatDraftsNothingFails) {
+  TestServerOptions options;
+  options.parallel = 2;
+  TestServer server(test_data("nemotron_h_mtp"), "mtp", options);
+  CommandResult run = bench({"--url", "http://127.0.0.1:" + std::to_string(server.port()), "--levels", "1",
+                             "--tokens", "6", "--reps", "1", "--temperatures", "0", "--drafts"});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("drafts verified: none"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("--drafts: the server verified no drafts"), std::string::npos) << run.err;
 }
 
 TEST(BenchClient, SerialRunsEveryCellOncePerRoundInAShuffledOrder) {

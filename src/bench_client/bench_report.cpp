@@ -100,6 +100,12 @@ void print_sweep_table(std::ostream& out, const SweepResult& sweep) {
     out << "drafts exactness: " << sweep.drafts_exactness->compared << " replies with drafts compared with the same "
         << "request's without, " << sweep.drafts_exactness->differ << " differ\n";
     for (const std::string& line : sweep.drafts_exactness->differing) out << "  differs: " << line << "\n";
+    const int64_t drafted = sweep.drafts_exactness->drafted, kept = sweep.drafts_exactness->kept;
+    if (drafted > 0)
+      out << "drafts verified: " << drafted << ", kept " << kept << " (" << fixed(100.0 * double(kept) / double(drafted), 1)
+          << "%)\n";
+    else
+      out << "drafts verified: none: the server drafted nothing, so both sides ran the same way\n";
   }
 }
 
@@ -143,6 +149,8 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
                         {"differing", sweep.exactness->differing}};
   if (sweep.drafts_exactness)
     out["drafts_exactness"] = {{"compared", sweep.drafts_exactness->compared},
+                               {"drafted", sweep.drafts_exactness->drafted},
+                               {"kept", sweep.drafts_exactness->kept},
                                {"differ", sweep.drafts_exactness->differ},
                                {"differing", sweep.drafts_exactness->differing}};
   return out;

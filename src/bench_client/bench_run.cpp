@@ -16,7 +16,10 @@ Cell make_cell(const Target& target, const std::vector<std::string>& prompts, in
     if (temperature > 0) seed = uint64_t(1234 + i);
     const std::string& prompt = prompts[size_t(i) % prompts.size()];
     cell.requests.push_back(completion_body(target, prompt_json(target, prompt), tokens, temperature, seed));
-    if (draft) cell.requests.back()["draft"] = *draft;
+    if (draft) {  // and the usage chunk, which says how many drafts the server verified
+      cell.requests.back()["draft"] = *draft;
+      cell.requests.back()["stream_options"] = {{"include_usage", true}};
+    }
   }
   return cell;
 }
@@ -87,6 +90,9 @@ Exactness check_drafts(const std::vector<Cell>& cells) {
       for (size_t i = 0; i < on.requests.size(); ++i) {
         const std::vector<int32_t>& drafted = on.reps[rep].streams[i].ids;
         const std::vector<int32_t>& plain = off.reps[rep].streams[i].ids;
+        const TimedStream& stream = on.reps[rep].streams[i];
+        exactness.kept += stream.accepted_drafts;
+        exactness.drafted += stream.accepted_drafts + stream.rejected_drafts;
         ++exactness.compared;
         if (drafted == plain) continue;
         ++exactness.differ;

@@ -39,6 +39,7 @@ struct Exactness {
   int compared = 0;                    // concurrent replies compared with their alone reply
   int differ = 0;
   std::vector<std::string> differing;  // one line per reply that differs
+  int64_t drafted = 0, kept = 0;       // --drafts: the drafts the replies with drafts say were verified, kept
 };
 
 struct SweepResult {

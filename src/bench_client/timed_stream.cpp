@@ -63,11 +63,19 @@ Expected<TimedStream> run_timed_stream(const HttpEndpoint& server, const nlohman
       failure = "the stream failed: " + (has_message ? error["message"].get<std::string>() : error.dump());
       return false;
     }
-    // The usage chunk (stream_options.include_usage): how much of the prompt the cache gave.
-    if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object())
-      if (const auto details = usage->find("prompt_tokens_details"); details != usage->end() && details->is_object())
-        if (const auto cached = details->find("cached_tokens"); cached != details->end() && cached->is_number_integer())
-          stream.cached_tokens = cached->get<int64_t>();
+    // The usage chunk (stream_options.include_usage): how much of the prompt the cache gave, and
+    // how many drafts the server verified.
+    if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
+      auto count = [&](const char* details_key, const char* key, int64_t& out) {
+        const auto details = usage->find(details_key);
+        if (details == usage->end() || !details->is_object()) return;
+        if (const auto value = details->find(key); value != details->end() && value->is_number_integer())
+          out = value->get<int64_t>();
+      };
+      count("prompt_tokens_details", "cached_tokens", stream.cached_tokens);
+      count("completion_tokens_details", "accepted_prediction_tokens", stream.accepted_drafts);
+      count("completion_tokens_details", "rejected_prediction_tokens", stream.rejected_drafts);
+    }
     size_t before = stream.ids.size();
     if (chunk.contains("choices") && chunk["choices"].is_array())
       for (const nlohmann::json& choice : chunk["choices"]) {

@@ -22,6 +22,9 @@ struct TimedStream {
   std::vector<int32_t> ids;                 // [tokens]
   Clock::time_point ended;                  // the reply's end (or the hang-up)
   int64_t cached_tokens = 0;                // usage.prompt_tokens_details.cached_tokens, when sent
+  // usage.completion_tokens_details' accepted_prediction_tokens and rejected_prediction_tokens:
+  // the MTP drafts the server verified for this reply, kept and not.
+  int64_t accepted_drafts = 0, rejected_drafts = 0;
 
   // Seconds from sending to the first token; 0 with no tokens.
   double ttft_s() const;

@@ -48,6 +48,7 @@ int run_bench(const BenchFlags& flags) {
 
   nlohmann::json report;
   bool exact = true;
+  std::string drafts_missing;
   if (flags.turns_given) {
     bench::TurnsSettings turns = flags.turns;
     turns.tokens = flags.sweep.tokens;
@@ -70,6 +71,11 @@ int run_bench(const BenchFlags& flags) {
     report = bench::sweep_json(*target, flags.sweep, *sweep);
     exact = (!sweep->exactness || sweep->exactness->differ == 0) &&
             (!sweep->drafts_exactness || sweep->drafts_exactness->differ == 0);
+    // A --drafts run against a server that drafts nothing measured nothing: say so, and fail.
+    if (sweep->drafts_exactness && sweep->drafts_exactness->drafted == 0)
+      drafts_missing = "--drafts: the server verified no drafts, so drafts on and off ran the same way (a model "
+                       "without an MTP head, a server started with --no-drafts, a CPU server started without "
+                       "--draft-tokens N, or every level wider than its --draft-width)";
     if (!flags.plot_path.empty())
       if (Status written = write_text(flags.plot_path, bench::sweep_plot_svg(*target, flags.sweep, *sweep)); !written.ok())
         return fail(written.message());
@@ -79,6 +85,7 @@ int run_bench(const BenchFlags& flags) {
     std::string text = report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (Status written = write_text(flags.json_path, text); !written.ok()) return fail(written.message());
   }
+  if (!drafts_missing.empty()) return fail(drafts_missing);
   if (!exact)
     return fail(flags.turns_given ? "replies with the prompt cache differ from the same requests without it"
                                   : "replies differ from the same requests sent alone (or without drafts)");
