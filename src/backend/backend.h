@@ -196,6 +196,11 @@ class Backend {
   // argmax), so only ids need leave the backend. logits f32 [n, vocab]; ids i32 [n]; rows: n
   // entries, each passing validate().
   virtual void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) = 0;
+  // sample() with every row greedy: ids[r] = the argmax of logits row r (the lowest id of a tie).
+  // A backend may do it without sending row settings (so a chain of passes never waits on one).
+  virtual void argmax(const Tensor& logits, const Tensor& ids) {
+    sample(logits, std::vector<SampleRow>(size_t(logits.rows())), ids);
+  }
   // A request's penalties and logit_bias (sampling/logit_edits.h): logits[e.row][e.token] =
   // edited_logit(that, e) for each edit, in place, before sample. logits f32 [n, vocab]; each
   // (row, token) at most once.

@@ -98,8 +98,7 @@ void ModelRunner::reserve_drafts(int64_t count) {
 }
 
 void ModelRunner::pick_drafts(const Tensor& logits, size_t n, int64_t offset) {
-  greedy_.assign(n, SampleRow{});  // temperature 0: argmax
-  model_.backend().sample(logits, greedy_, draft_ids_.view().first_dim_slice(offset, int64_t(n)));
+  model_.backend().argmax(logits, draft_ids_.view().first_dim_slice(offset, int64_t(n)));
 }
 
 Status ModelRunner::draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) {

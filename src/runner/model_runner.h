@@ -41,11 +41,10 @@ class ModelRunner final : public StepRunner {
   std::vector<int32_t> top_ids_host_;
   // draft()'s scratch: every pass's picks one pass after another (on the backend, downloaded
   // once at the end) and the row each belongs to, the tokens of a chained pass whose rows are
-  // not the last pass's, the greedy draws, a chained head pass and the rows it reads.
+  // not the last pass's, a chained head pass and the rows it reads.
   OwnedTensor draft_ids_;  // i32
   OwnedTensor chain_ids_;  // i32 [max_rows]
   std::vector<int32_t> owner_, picks_;
-  std::vector<SampleRow> greedy_;
   std::vector<int32_t> live_, from_, at_, next_live_, next_from_, next_at_;
   ForwardBatch chain_;
 };

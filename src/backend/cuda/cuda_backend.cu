@@ -193,6 +193,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Attenti
 void CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   cuda::sample(*context_, logits, rows, ids);
 }
+void CudaBackend::argmax(const Tensor& logits, const Tensor& ids) { cuda::argmax(*context_, logits, ids); }
 void CudaBackend::edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) {
   cuda::edit_logits(*context_, logits, edits);
 }

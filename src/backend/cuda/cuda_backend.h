@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                  const Tensor& out) override;
   void sample(const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) override;
+  void argmax(const Tensor& logits, const Tensor& ids) override;
   void edit_logits(const Tensor& logits, const std::vector<LogitEdit>& edits) override;
   void mask_logits(const Tensor& logits, const std::vector<int32_t>& rows, const std::vector<uint32_t>& bits) override;
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override;

@@ -42,6 +42,7 @@ struct MoeScratch {
 
 struct SampleScratch {
   ScratchBuffer settings;  // each row's RowSettings, then its best keys by part
+  ScratchBuffer best_keys;  // argmax's best keys by part (a chain of head passes picks with it)
   ScratchBuffer lists;     // each sampled row's candidate lists
   ScratchBuffer edits;     // edit_logits' LogitEdits
   ScratchBuffer masks;     // mask_logits' rows, then their masks

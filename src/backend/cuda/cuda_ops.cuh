@@ -58,6 +58,7 @@ void moe(Context& context, const Tensor& x, const Tensor& logits, const Tensor& 
 
 // cuda_sample.cu
 void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids);
+void argmax(Context& context, const Tensor& logits, const Tensor& ids);
 void edit_logits(Context& context, const Tensor& logits, const std::vector<LogitEdit>& edits);
 void mask_logits(Context& context, const Tensor& logits, const std::vector<int32_t>& rows,
                  const std::vector<uint32_t>& bits);

@@ -230,7 +230,7 @@ __global__ void sample_kernel(const float* logits, int64_t vocab, const RowSetti
   cuda::start_kernel();
   __shared__ Shared s;
   const float* x = logits + int64_t(blockIdx.x) * vocab;
-  const RowSettings row = settings[blockIdx.x];
+  const RowSettings row = settings ? settings[blockIdx.x] : RowSettings{};  // none: greedy (argmax)
 
   unsigned long long best = 0;
   for (int part = 0; part < kBestParts; ++part) best = max(best, best_keys[int64_t(blockIdx.x) * kBestParts + part]);
@@ -434,6 +434,19 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
          best_keys);
   launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
          static_cast<const RowSettings*>(settings.data), best_keys, lists, ptr<int32_t>(ids));
+}
+
+void argmax(Context& context, const Tensor& logits, const Tensor& ids) {
+  const int64_t n = logits.rows(), vocab = logits.cols();
+  require(ids.numel() >= n, "argmax: one id per logit row");
+  if (n == 0) return;
+  auto* best_keys = static_cast<unsigned long long*>(
+      context.scratch.sample.best_keys.get(context.launches, size_t(n) * kBestParts * sizeof(unsigned long long)));
+  launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
+         best_keys);
+  launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
+         static_cast<const RowSettings*>(nullptr), static_cast<const unsigned long long*>(best_keys),
+         static_cast<Candidate*>(nullptr), ptr<int32_t>(ids));
 }
 
 void token_logprobs(Context& context, const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
