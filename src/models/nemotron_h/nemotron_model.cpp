@@ -351,15 +351,11 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);
   backend_.matmul(embedded, mtp_->e_proj, x);
   backend_.matmul(h, mtp_->h_proj, out);
-  // x = e_proj(e) + h_proj(h), and the first block's norm of it in h, as one op.
+  // x = e_proj(e) + h_proj(h), and the first block's norm of it in h, as one op (a head has a
+  // block at least: load_weights loads one only for a non-empty mtp_layers).
   Tensor hidden = rows_of(draft_hidden_, n);
-  if (mtp_->layers.empty()) {
-    backend_.add(x, out, x);
-    run_layers(mtp_->layers, n, false, mtp_->final_norm, &hidden);
-  } else {
-    backend_.add_rms_norm(x, out, mtp_->layers.front().norm, eps, h);
-    run_layers(mtp_->layers, n, true, mtp_->final_norm, &hidden);
-  }
+  backend_.add_rms_norm(x, out, mtp_->layers.front().norm, eps, h);
+  run_layers(mtp_->layers, n, true, mtp_->final_norm, &hidden);
   draft_rows_ = n;
   Tensor picked = rows_of(picked_, n_out);
   Tensor logits = rows_of(logits_, n_out);
