@@ -61,6 +61,20 @@ MatmulKernels select_matmul_kernels(std::string_view limit);
 void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& args, const QuantLayout& layout,
                       int64_t col_begin, int64_t col_end);
 
+// A thread's share of columns [col_begin, col_end) as tiles of C columns spaced a C-th of the
+// share apart (tile(c, spacing) takes columns c, c + spacing, ..., c + (C - 1) * spacing), then
+// the few left over one at a time (one(c)). Each weight row of a tile is followed in memory by
+// the next tile's, so a thread reads C long runs of consecutive rows, which the core's
+// prefetchers follow; tiles of C neighbouring rows started C - 1 new runs a tile, and at short
+// rows the reads waited on memory (one-row bf16 [4096, 4096] on a 2-core Zen 5: 0.76 -> 0.58 ms;
+// q8_0 0.44 -> 0.34 ms). Which columns share a tile never changes a column's own sum.
+template <int C, class Tile, class One>
+void spaced_column_tiles(int64_t col_begin, int64_t col_end, Tile tile, One one) {
+  const int64_t spacing = (col_end - col_begin) / C;
+  for (int64_t i = 0; i < spacing; ++i) tile(col_begin + i, spacing);
+  for (int64_t c = col_begin + C * spacing; c < col_end; ++c) one(c);
+}
+
 // Rows of x processed together per pass over a column block: keeps the panel in L2.
 constexpr int64_t kRowPanel = 64;
 // Columns computed per thread share are rounded to this, so each thread gets whole tiles.

@@ -42,7 +42,7 @@ inline __m256 load_x_tail(const float* x, int64_t count) {
 }
 
 template <int R, int C, bool kBf16>
-void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
+void tile(const MatmulArgs& a, int64_t row0, int64_t col0, int64_t spacing) {
   const int64_t k = a.k;
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
@@ -51,7 +51,7 @@ void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
   int64_t kk = 0;
   for (; kk + 8 <= k; kk += 8) {
     __m256 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w<kBf16>(a.w, (col0 + c) * k + kk);
+    for (int c = 0; c < C; ++c) wv[c] = load_w<kBf16>(a.w, (col0 + c * spacing) * k + kk);
     for (int r = 0; r < R; ++r) {
       __m256 xv = _mm256_loadu_ps(x + r * k + kk);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
@@ -59,24 +59,24 @@ void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
   }
   if (kk < k) {
     __m256 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w_tail<kBf16>(a.w, (col0 + c) * k + kk, k - kk);
+    for (int c = 0; c < C; ++c) wv[c] = load_w_tail<kBf16>(a.w, (col0 + c * spacing) * k + kk, k - kk);
     for (int r = 0; r < R; ++r) {
       __m256 xv = load_x_tail(x + r * k + kk, k - kk);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(row0 + r) * a.m + col0 + c] = sum_lanes(acc[r][c]);
+    for (int c = 0; c < C; ++c) a.out[(row0 + r) * a.m + col0 + c * spacing] = sum_lanes(acc[r][c]);
 }
 
 template <int C, bool kBf16>
-void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int64_t col0) {
+void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int64_t col0, int64_t spacing) {
   int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) tile<4, C, kBf16>(a, r, col0);
+  for (; r + 4 <= row_end; r += 4) tile<4, C, kBf16>(a, r, col0, spacing);
   switch (row_end - r) {
-    case 3: tile<3, C, kBf16>(a, r, col0); break;
-    case 2: tile<2, C, kBf16>(a, r, col0); break;
-    case 1: tile<1, C, kBf16>(a, r, col0); break;
+    case 3: tile<3, C, kBf16>(a, r, col0, spacing); break;
+    case 2: tile<2, C, kBf16>(a, r, col0, spacing); break;
+    case 1: tile<1, C, kBf16>(a, r, col0, spacing); break;
     default: break;
   }
 }
@@ -85,9 +85,9 @@ template <bool kBf16>
 void matmul(const MatmulArgs& a, int64_t col_begin, int64_t col_end) {
   for (int64_t panel = 0; panel < a.n; panel += kRowPanel) {
     int64_t panel_end = std::min(a.n, panel + kRowPanel);
-    int64_t c = col_begin;
-    for (; c + 2 <= col_end; c += 2) row_tiles<2, kBf16>(a, panel, panel_end, c);
-    for (; c < col_end; ++c) row_tiles<1, kBf16>(a, panel, panel_end, c);
+    spaced_column_tiles<2>(
+        col_begin, col_end, [&](int64_t c, int64_t spacing) { row_tiles<2, kBf16>(a, panel, panel_end, c, spacing); },
+        [&](int64_t c) { row_tiles<1, kBf16>(a, panel, panel_end, c, 1); });
   }
 }
 

@@ -34,7 +34,7 @@ inline __m512 load_w_tail(const void* w, int64_t offset, __mmask16 mask) {
 
 // out[r][c] for R rows starting at row0 and C columns starting at col0.
 template <int R, int C, bool kBf16>
-void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
+void tile(const MatmulArgs& a, int64_t row0, int64_t col0, int64_t spacing) {
   const int64_t k = a.k;
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
@@ -43,7 +43,7 @@ void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
   int64_t kk = 0;
   for (; kk + 16 <= k; kk += 16) {
     __m512 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w<kBf16>(a.w, (col0 + c) * k + kk);
+    for (int c = 0; c < C; ++c) wv[c] = load_w<kBf16>(a.w, (col0 + c * spacing) * k + kk);
     for (int r = 0; r < R; ++r) {
       __m512 xv = _mm512_loadu_ps(x + r * k + kk);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
@@ -52,24 +52,24 @@ void tile(const MatmulArgs& a, int64_t row0, int64_t col0) {
   if (kk < k) {
     __mmask16 mask = __mmask16((1u << (k - kk)) - 1);
     __m512 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load_w_tail<kBf16>(a.w, (col0 + c) * k + kk, mask);
+    for (int c = 0; c < C; ++c) wv[c] = load_w_tail<kBf16>(a.w, (col0 + c * spacing) * k + kk, mask);
     for (int r = 0; r < R; ++r) {
       __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * k + kk);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(row0 + r) * a.m + col0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+    for (int c = 0; c < C; ++c) a.out[(row0 + r) * a.m + col0 + c * spacing] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
 template <int C, bool kBf16>
-void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int64_t col0) {
+void row_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end, int64_t col0, int64_t spacing) {
   int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) tile<4, C, kBf16>(a, r, col0);
+  for (; r + 4 <= row_end; r += 4) tile<4, C, kBf16>(a, r, col0, spacing);
   switch (row_end - r) {
-    case 3: tile<3, C, kBf16>(a, r, col0); break;
-    case 2: tile<2, C, kBf16>(a, r, col0); break;
-    case 1: tile<1, C, kBf16>(a, r, col0); break;
+    case 3: tile<3, C, kBf16>(a, r, col0, spacing); break;
+    case 2: tile<2, C, kBf16>(a, r, col0, spacing); break;
+    case 1: tile<1, C, kBf16>(a, r, col0, spacing); break;
     default: break;
   }
 }
@@ -78,9 +78,9 @@ template <bool kBf16>
 void matmul(const MatmulArgs& a, int64_t col_begin, int64_t col_end) {
   for (int64_t panel = 0; panel < a.n; panel += kRowPanel) {
     int64_t panel_end = std::min(a.n, panel + kRowPanel);
-    int64_t c = col_begin;
-    for (; c + 4 <= col_end; c += 4) row_tiles<4, kBf16>(a, panel, panel_end, c);
-    for (; c < col_end; ++c) row_tiles<1, kBf16>(a, panel, panel_end, c);
+    spaced_column_tiles<4>(
+        col_begin, col_end, [&](int64_t c, int64_t spacing) { row_tiles<4, kBf16>(a, panel, panel_end, c, spacing); },
+        [&](int64_t c) { row_tiles<1, kBf16>(a, panel, panel_end, c, 1); });
   }
 }
 

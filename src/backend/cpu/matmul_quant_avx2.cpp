@@ -66,6 +66,7 @@ struct Q4_0 {
 // MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings.
 struct Affine {
   AffineLayout layout;
+  size_t scales_at() const { return layout.scales_at; }  // spaced_one_row_tiles
   void operator()(const std::byte* row, int64_t j, __m256 w[4]) const {
     __m128i first, last;
     if (layout.bits == 4) {
@@ -132,6 +133,7 @@ struct Q6K {
 struct Fp8 {
   int pairs_shift;  // as AffineLayout's
   int64_t k;
+  size_t scales_at() const { return size_t(k); }  // spaced_one_row_tiles
   static __m256 values(__m128i codes) {
     const __m256i wide = _mm256_cvtepu8_epi32(codes);
     const __m256i low = _mm256_and_si256(wide, _mm256_set1_epi32(0x7f));
@@ -158,23 +160,24 @@ struct Fp8 {
 
 }  // namespace decoders
 
-// out[r][c] for R rows from r0 and C columns from c0. A column's 32 values are decoded, then
-// multiplied into each row's sum before the next column's are decoded: 16 registers hold R * C
-// sums and one column's four vectors.
+// out[r][c] for R rows from r0 and C columns c0, c0 + spacing, .... A column's 32 values are
+// decoded, then multiplied into each row's sum before the next column's are decoded: 16
+// registers hold R * C sums and one column's four vectors.
 template <int R, int C, class Decode>
-void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r0, int64_t c0) {
+void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r0, int64_t c0, int64_t spacing) {
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
+  const std::byte* rows[C];
+  for (int c = 0; c < C; ++c) rows[c] = static_cast<const std::byte*>(a.w) + size_t(c0 + c * spacing) * row_bytes;
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
-  const NextTilePrefetch prefetch(rows + size_t(C) * row_bytes, size_t(C) * row_bytes, steps);
+  const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
   for (int64_t j = 0; j < steps; ++j) {
-    prefetch.step(j);  // the next tile's rows, into L2
+    prefetch.step(j);
     for (int c = 0; c < C; ++c) {
       __m256 w[4];
-      decode(rows + size_t(c) * row_bytes, j, w);
+      decode(rows[c], j, w);
       for (int r = 0; r < R; ++r) {
         // The lanes' sums take k in order, 8 values at a time, as the f32 kernel's do.
         const float* xr = x + r * a.k + 32 * j;
@@ -183,14 +186,14 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(r0 + r) * a.m + c0 + c] = sum_lanes(acc[r][c]);
+    for (int c = 0; c < C; ++c) a.out[(r0 + r) * a.m + c0 + c * spacing] = sum_lanes(acc[r][c]);
 }
 
 template <int R, int C, class Decode>
-void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t c0) {
+void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t c0, int64_t spacing) {
   int64_t r = 0;
-  for (; r + R <= a.n; r += R) tile<R, C>(a, decode, row_bytes, r, c0);
-  for (; r < a.n; ++r) tile<1, C>(a, decode, row_bytes, r, c0);
+  for (; r + R <= a.n; r += R) tile<R, C>(a, decode, row_bytes, r, c0, spacing);
+  for (; r < a.n; ++r) tile<1, C>(a, decode, row_bytes, r, c0, spacing);
 }
 
 struct Avx2 {
@@ -206,15 +209,19 @@ struct Avx2 {
   // 4; more: 4 rows by 2 columns.
   template <class Decode>
   static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
-    int64_t c = col_begin;
-    if (a.n == 1) {
-      for (; c + 8 <= col_end; c += 8) row_tiles<1, 8>(a, decode, row_bytes, c);
-    } else if (a.n <= 2) {
-      for (; c + 4 <= col_end; c += 4) row_tiles<2, 4>(a, decode, row_bytes, c);
-    } else {
-      for (; c + 2 <= col_end; c += 2) row_tiles<4, 2>(a, decode, row_bytes, c);
+    if (a.n == 1 && spaced_one_row_tiles<Decode>) {
+      spaced_column_tiles<8>(
+          col_begin, col_end, [&](int64_t c, int64_t spacing) { row_tiles<1, 8>(a, decode, row_bytes, c, spacing); },
+          [&](int64_t c) { row_tiles<1, 1>(a, decode, row_bytes, c, 1); });
+      return;
     }
-    for (; c < col_end; ++c) row_tiles<4, 1>(a, decode, row_bytes, c);
+    int64_t c = col_begin;
+    if (a.n <= 2) {
+      for (; c + 4 <= col_end; c += 4) row_tiles<2, 4>(a, decode, row_bytes, c, 1);
+    } else {
+      for (; c + 2 <= col_end; c += 2) row_tiles<4, 2>(a, decode, row_bytes, c, 1);
+    }
+    for (; c < col_end; ++c) row_tiles<4, 1>(a, decode, row_bytes, c, 1);
   }
   template <class Decode>
   static void dequantize(const Decode& decode, const std::byte* row, int64_t k, float* out) {

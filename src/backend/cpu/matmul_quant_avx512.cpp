@@ -67,6 +67,7 @@ struct Q4_0 {
 // MLX affine, 4 or 8 bits.
 struct Affine {
   AffineLayout layout;
+  size_t scales_at() const { return layout.scales_at; }  // spaced_one_row_tiles
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
     __m128i b0, b1;
     if (layout.bits == 4) {
@@ -156,6 +157,7 @@ struct Q6K {
 struct Fp8 {
   int pairs_shift;  // as AffineLayout's
   int64_t k;
+  size_t scales_at() const { return size_t(k); }  // spaced_one_row_tiles
   static __m512 values(__m128i codes) {
     const __m512i wide = _mm512_cvtepu8_epi32(codes);
     const __m512i low = _mm512_and_si512(wide, _mm512_set1_epi32(0x7f));
@@ -182,21 +184,22 @@ struct Fp8 {
 
 }  // namespace decoders
 
-// out[r][c] for R rows from r0 and C columns from c0: C independent sums a row, so the fused
-// multiply-adds of one column do not wait on each other.
+// out[r][c] for R rows from r0 and C columns c0, c0 + spacing, ...: C independent sums a row, so
+// the fused multiply-adds of one column do not wait on each other.
 template <int R, int C, class Decode>
-void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r0, int64_t c0) {
+void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r0, int64_t c0, int64_t spacing) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  const std::byte* rows = static_cast<const std::byte*>(a.w) + size_t(c0) * row_bytes;
+  const std::byte* rows[C];
+  for (int c = 0; c < C; ++c) rows[c] = static_cast<const std::byte*>(a.w) + size_t(c0 + c * spacing) * row_bytes;
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
-  const NextTilePrefetch prefetch(rows + size_t(C) * row_bytes, size_t(C) * row_bytes, steps);
+  const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
   for (int64_t j = 0; j < steps; ++j) {
-    prefetch.step(j);  // the next tile's rows, into L2
+    prefetch.step(j);
     __m512 w0[C], w1[C];
-    for (int c = 0; c < C; ++c) decode(rows + size_t(c) * row_bytes, j, w0[c], w1[c]);
+    for (int c = 0; c < C; ++c) decode(rows[c], j, w0[c], w1[c]);
     for (int r = 0; r < R; ++r) {
       // The lanes' sums take k in order, 16 values at a time, as the f32 kernel's do.
       const __m512 x0 = _mm512_loadu_ps(x + r * a.k + 32 * j), x1 = _mm512_loadu_ps(x + r * a.k + 32 * j + 16);
@@ -205,17 +208,17 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a.out[(r0 + r) * a.m + c0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+    for (int c = 0; c < C; ++c) a.out[(r0 + r) * a.m + c0 + c * spacing] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
 template <int C, class Decode>
-void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t c0) {
+void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t c0, int64_t spacing) {
   int64_t r = 0;
-  for (; r + 4 <= a.n; r += 4) tile<4, C>(a, decode, row_bytes, r, c0);
+  for (; r + 4 <= a.n; r += 4) tile<4, C>(a, decode, row_bytes, r, c0, spacing);
   switch (a.n - r) {
-    case 3: tile<3, C>(a, decode, row_bytes, r, c0); break;
-    case 2: tile<2, C>(a, decode, row_bytes, r, c0); break;
-    case 1: tile<1, C>(a, decode, row_bytes, r, c0); break;
+    case 3: tile<3, C>(a, decode, row_bytes, r, c0, spacing); break;
+    case 2: tile<2, C>(a, decode, row_bytes, r, c0, spacing); break;
+    case 1: tile<1, C>(a, decode, row_bytes, r, c0, spacing); break;
     default: break;
   }
 }
@@ -230,9 +233,15 @@ struct Avx512 {
   using Fp8 = decoders::Fp8;
   template <class Decode>
   static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {
+    if (a.n == 1 && spaced_one_row_tiles<Decode>) {
+      spaced_column_tiles<4>(
+          col_begin, col_end, [&](int64_t c, int64_t spacing) { row_tiles<4>(a, decode, row_bytes, c, spacing); },
+          [&](int64_t c) { row_tiles<1>(a, decode, row_bytes, c, 1); });
+      return;
+    }
     int64_t c = col_begin;
-    for (; c + 4 <= col_end; c += 4) row_tiles<4>(a, decode, row_bytes, c);
-    for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c);
+    for (; c + 4 <= col_end; c += 4) row_tiles<4>(a, decode, row_bytes, c, 1);
+    for (; c < col_end; ++c) row_tiles<1>(a, decode, row_bytes, c, 1);
   }
   template <class Decode>
   static void dequantize(const Decode& decode, const std::byte* row, int64_t k, float* out) {

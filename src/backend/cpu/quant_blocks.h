@@ -1,7 +1,7 @@
 // What the fused quantized kernels (matmul_quant_avx2.cpp, matmul_quant_avx512.cpp) share: where
 // each format keeps the scales of pair j (the 32 values at k offsets 32 * j to 32 * j + 31) of
-// a stored row, computed with the format's own operations (tensor/quant.h), the prefetch of the
-// next tile's rows, and the choice of a decoder per format, for a pass of few rows or for one
+// a stored row, computed with the format's own operations (tensor/quant.h), the prefetches, and
+// the choice of a decoder per format, for a pass of few rows or for one
 // row dequantized into the scratch of a wider pass. Each kernel file brings its own vector
 // decoders, tile and row store. Include only from files compiled with F16C (every ISA file is).
 #pragma once
@@ -100,7 +100,8 @@ inline int pairs_shift_of(int group) {
   return -1;
 }
 
-// The next tile's rows (contiguous after this tile's) are asked for into L2 a few lines a step,
+// In tiles of neighbouring columns (passes of more than one row) the next tile's rows, contiguous
+// after this tile's, are asked for into L2 a few lines a step,
 // spread over the tile's steps: the core's own prefetchers stop at each 4 KB page, and without
 // this the decoding waits on memory instead of overlapping it (measured on AVX-512: one thread
 // over 570 MB of q8_0 rows, 5.75 G weights/s without, 7.63 with). The same number of lines each
@@ -122,6 +123,16 @@ class NextTilePrefetch {
   int64_t lines_;
   int64_t per_step_;
 };
+
+// One-row passes take their columns spaced apart (spaced_column_tiles), so each column's codes
+// run on from its last row and the core's prefetchers follow them, with no prefetch of ours
+// (measured on a 2-core Zen 5, q8_0, one row: [4096, 4096] 0.49 -> 0.34 ms, [14336, 4096] 2.10
+// -> 1.11). Not where decoding takes longer than reading: at 2 to 8 rows spaced tiles were 1.0x
+// to 1.2x slower than neighbouring ones with the prefetch above, and for formats whose scales
+// sit after the row's codes (MLX affine, FP8: their decoders say where, scales_at()), 1.1x to
+// 1.5x slower at one row too. Those keep neighbouring columns.
+template <class Decode>
+constexpr bool spaced_one_row_tiles = !requires(const Decode& decode) { decode.scales_at(); };
 
 // Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0,
 // Q4K, Q5K, Q6K, Affine{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
