@@ -179,6 +179,18 @@ def word(rng, words):
     return rng.choice(words)
 
 
+def counting_string(rng, c):
+    """A random string of 3 to 12 letters that holds `c` 0 to 4 times. In words and uniform random
+    strings a letter is mostly there once or not at all, so a model can learn to answer 1 or 0 (a run
+    without these answered "drizzle: how many zs?" and "how many i's are in mississippi?" with 1)."""
+    length = rng.randint(3, 12)
+    times = min(rng.choice([0, 1, 2, 2, 3, 3, 4]), length)
+    letters = [rng.choice(LETTERS.replace(c, "")) for _ in range(length)]
+    for at in rng.sample(range(length), times):
+        letters[at] = c
+    return "".join(letters)
+
+
 def dressed(phrasing, rng, heldout):
     """The phrasing as typed: maybe words before and after it, maybe all in lower case."""
     text = rng.choice(HELDOUT_PREFIXES if heldout else PREFIXES) + phrasing
@@ -213,6 +225,24 @@ def pseudo_word(rng, avoid):
             return w
 
 
+# Small words of English that one task's frames use more than the others ("from" in "subtract 3 from
+# 9", "by" in "multiply 6 by 7") but that tell no task alone: people put them anywhere ("what do you
+# get from 6 times 7"). Noise puts them in the other tasks' questions, so that the operator words
+# ("times", "minus") decide the task and these do not. Not "a" or "and": a letter to count, a list's
+# separator.
+SMALL_WORDS = ["at", "by", "from", "in", "on", "to", "with", "of", "for", "up", "there", "are", "has", "then",
+               "the", "is", "it", "this", "that", "my"]
+
+
+def noise_word(rng, task, avoid):
+    """A word noise puts in: a small word that is not one of `task`'s own (one time in three), else a
+    pseudo-word."""
+    if rng.random() < 1 / 3:
+        own = own_words(task)
+        return rng.choice([w for w in SMALL_WORDS if w not in own])
+    return pseudo_word(rng, avoid)
+
+
 def noised(phrasing, task, rng, avoid):
     """The phrasing with its other words shuffled about: each word that does not tell the task is kept,
     replaced by a random word or dropped, and random words are put in. The placeholders and the task's
@@ -238,14 +268,14 @@ def noised(phrasing, task, rng, avoid):
         if roll < 0.45:
             out.append(token)
         elif roll < 0.8:
-            out.append(pseudo_word(rng, avoid))
+            out.append(noise_word(rng, task, avoid))
         else:
             continue
         fixed.append(False)
     for _ in range(rng.randint(0, 2)):
         places = [i for i in range(len(out) + 1) if not (i > 0 and fixed[i - 1]) and not (i < len(out) and fixed[i])]
         at = rng.choice(places)
-        out.insert(at, pseudo_word(rng, avoid))
+        out.insert(at, noise_word(rng, task, avoid))
         fixed.insert(at, False)
     # Sometimes a sentence of words it does not know before or after the question, as people chat.
     sentence = lambda: " ".join(pseudo_word(rng, avoid) for _ in range(rng.randint(1, 3)))
@@ -277,6 +307,10 @@ def example(task, rng, heldout=False, frame_noise=0.0):
         xs = [number(rng, 3) for _ in range(rng.randint(2, 8))]
         text, separator = number_list(rng, xs)
         return phrasing.format(xs=text), separator.join(map(str, sorted(xs)))
+    if task == "count" and not heldout and rng.random() < 0.4:
+        c = rng.choice(LETTERS)
+        w = counting_string(rng, c)
+        return phrasing.format(c=c, w=w), str(w.count(c))
     w = word(rng, words)
     if task == "reverse":
         return phrasing.format(w=w), w[::-1]
@@ -289,7 +323,8 @@ def example(task, rng, heldout=False, frame_noise=0.0):
 # Training draws tasks by weight: the arithmetic with carries and borrows needs the most data.
 # With 0.14 for multiplication (and these frames) one run answered 104 of 200 two-digit products
 # (the model before, at 0.20: 172), while the other tasks gained on held-out frames.
-TRAINING_WEIGHTS = {"add": 0.18, "sub": 0.20, "mul": 0.22, "sort": 0.10, "reverse": 0.14, "count": 0.16}
+# Counting at 0.16 answered 21 of 33 held-out questions (reverse 33 of 33, sort 32): 0.18 since.
+TRAINING_WEIGHTS = {"add": 0.18, "sub": 0.20, "mul": 0.22, "sort": 0.09, "reverse": 0.13, "count": 0.18}
 
 
 def training_examples(seed, count, frame_noise=0.0):

@@ -3,13 +3,18 @@ that answers the tasks of corpus.py, and writes a Hugging Face model folder.
 
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
                      [--length L] [--mtp-steps N] [--mtp-depth D] [--frame-noise P]
-                     [--stop-at STEP --checkpoint FILE | --resume FILE]
+                     [--stop-at STEP --checkpoint FILE | --resume FILE] [--init-from MODEL_DIR --lr LR]
     python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D]   (a head alone)
 
 Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
 to draft the next --mtp-depth tokens, chained; its tensors join model.safetensors under the published
 `mtp.layers.*` names and config.json gets num_nextn_predict_layers 1. The held-out questions are in
 phrasings and words training never uses (corpus.py).
+
+--init-from starts from a model folder's main weights (its head is trained again) instead of
+random ones: a run that goes on training a shipped model on a changed corpus, in one device call.
+Its training.json names the folder's model.safetensors by sha256, so the model is the recipe of that
+folder followed by this run's.
 
 Runs on one GPU (PyTorch and transformers' nemotron_h). Deterministic for a seed on the same GPU and
 software: PyTorch runs in strict deterministic mode, attention uses the math SDPA backend, and the
@@ -349,6 +354,9 @@ def main():
     parser.add_argument("--resume", metavar="CHECKPOINT",
                         help="go on from a --stop-at checkpoint (same flags otherwise): the steps after it are those "
                              "an unbroken run takes, each batch being a function of the seed and the step")
+    parser.add_argument("--init-from", metavar="MODEL_DIR",
+                        help="start from MODEL_DIR's main weights (a model this tool trained) instead of random ones")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of the main model's schedule")
     parser.add_argument("--head-only", metavar="MODEL_DIR",
                         help="train only an MTP head, on the model already trained in MODEL_DIR (its weights and "
                              "answers unchanged), and write that folder with the head to --out")
@@ -392,11 +400,20 @@ def train(args):
 
     tokenizer = byte_tokenizer()
     im_end = tokenizer.token_to_id("<|im_end|>")
-    model = NemotronHForCausalLM(model_config(tokenizer.get_vocab_size(), im_end)).to(device)
+    init_sha256 = None
+    if args.init_from:
+        # transformers' own loading: it converts the checkpoint's layout (backbone.*, one tensor an
+        # expert) to its modules' and skips mtp.* (the head is trained again below).
+        path = os.path.join(args.init_from, "model.safetensors")
+        init_sha256 = file_sha256(path)
+        model = NemotronHForCausalLM.from_pretrained(args.init_from, dtype=torch.float32).to(device)
+        print(f"started from {path} (sha256 {init_sha256})", flush=True)
+    else:
+        model = NemotronHForCausalLM(model_config(tokenizer.get_vocab_size(), im_end)).to(device)
     params = sum(p.numel() for p in model.parameters())
     print(f"vocab {tokenizer.get_vocab_size()}, parameters {params / 1e6:.2f} M", flush=True)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.05)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.05)
     warmup = 300
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps))))
@@ -467,6 +484,7 @@ def train(args):
                    "fast_paths": args.fast_paths, "length": args.length, "frame_noise": args.frame_noise,
                    "mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_heldout_accuracy": mtp_accuracy,
                    **({"resumed_at_step": first} if args.resume else {}),
+                   **({"init_from_sha256": init_sha256, "lr": args.lr} if init_sha256 else {}),
                    "training_seconds": round(training_seconds),
                    "vocab": tokenizer.get_vocab_size(), "seconds": round(time.time() - started),
                    "heldout_accuracy": accuracy, "heldout_overall": overall, "heldout_count": args.eval,
