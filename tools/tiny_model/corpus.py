@@ -234,11 +234,10 @@ SMALL_WORDS = ["at", "by", "from", "in", "on", "to", "with", "of", "for", "up", 
                "the", "is", "it", "this", "that", "my"]
 
 
-def noise_word(rng, task, avoid):
-    """A word noise puts in: a small word that is not one of `task`'s own (one time in three), else a
-    pseudo-word."""
+def noise_word(rng, own, avoid):
+    """A word noise puts in: a small word that is not one of the task's `own` words (one time in
+    three), else a pseudo-word."""
     if rng.random() < 1 / 3:
-        own = own_words(task)
         return rng.choice([w for w in SMALL_WORDS if w not in own])
     return pseudo_word(rng, avoid)
 
@@ -268,14 +267,14 @@ def noised(phrasing, task, rng, avoid):
         if roll < 0.45:
             out.append(token)
         elif roll < 0.8:
-            out.append(noise_word(rng, task, avoid))
+            out.append(noise_word(rng, own, avoid))
         else:
             continue
         fixed.append(False)
     for _ in range(rng.randint(0, 2)):
         places = [i for i in range(len(out) + 1) if not (i > 0 and fixed[i - 1]) and not (i < len(out) and fixed[i])]
         at = rng.choice(places)
-        out.insert(at, noise_word(rng, task, avoid))
+        out.insert(at, noise_word(rng, own, avoid))
         fixed.insert(at, False)
     # Sometimes a sentence of words it does not know before or after the question, as people chat.
     sentence = lambda: " ".join(pseudo_word(rng, avoid) for _ in range(rng.randint(1, 3)))

@@ -66,7 +66,7 @@ struct Q4_0 {
 // MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings.
 struct Affine {
   AffineLayout layout;
-  size_t scales_at() const { return layout.scales_at; }  // spaced_one_row_tiles
+  static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
   void operator()(const std::byte* row, int64_t j, __m256 w[4]) const {
     __m128i first, last;
     if (layout.bits == 4) {
@@ -133,7 +133,7 @@ struct Q6K {
 struct Fp8 {
   int pairs_shift;  // as AffineLayout's
   int64_t k;
-  size_t scales_at() const { return size_t(k); }  // spaced_one_row_tiles
+  static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
   static __m256 values(__m128i codes) {
     const __m256i wide = _mm256_cvtepu8_epi32(codes);
     const __m256i low = _mm256_and_si256(wide, _mm256_set1_epi32(0x7f));

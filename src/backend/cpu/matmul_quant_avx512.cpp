@@ -69,7 +69,7 @@ struct Q4_0 {
 // MLX affine, 4 or 8 bits.
 struct Affine {
   AffineLayout layout;
-  size_t scales_at() const { return layout.scales_at; }  // spaced_one_row_tiles
+  static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
     __m128i b0, b1;
     if (layout.bits == 4) {
@@ -159,7 +159,7 @@ struct Q6K {
 struct Fp8 {
   int pairs_shift;  // as AffineLayout's
   int64_t k;
-  size_t scales_at() const { return size_t(k); }  // spaced_one_row_tiles
+  static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
   static __m512 values(__m128i codes) {
     const __m512i wide = _mm512_cvtepu8_epi32(codes);
     const __m512i low = _mm512_and_si512(wide, _mm512_set1_epi32(0x7f));

@@ -129,10 +129,10 @@ class NextTilePrefetch {
 // (measured on a 2-core Zen 5, q8_0, one row: [4096, 4096] 0.49 -> 0.34 ms, [14336, 4096] 2.10
 // -> 1.11). Not where decoding takes longer than reading: at 2 to 8 rows spaced tiles were 1.0x
 // to 1.2x slower than neighbouring ones with the prefetch above, and for formats whose scales
-// sit after the row's codes (MLX affine, FP8: their decoders say where, scales_at()), 1.1x to
+// sit after the row's codes (MLX affine, FP8: their decoders set kScalesAfterCodes), 1.1x to
 // 1.5x slower at one row too. Those keep neighbouring columns.
 template <class Decode>
-constexpr bool spaced_one_row_tiles = !requires(const Decode& decode) { decode.scales_at(); };
+constexpr bool spaced_one_row_tiles = !requires { Decode::kScalesAfterCodes; };
 
 // Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0,
 // Q4K, Q5K, Q6K, Affine{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
