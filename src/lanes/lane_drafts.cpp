@@ -7,9 +7,10 @@
 // round computes at its position (ForwardBatch::recurrent; attention, matmuls and MoE are
 // row-invariant), and each row's pick is the position-keyed draw of plain decoding. A row is
 // only ever kept when every token before it is the stream's own, so its pick is the one plain
-// decoding makes there. What a rejected row wrote is undone: its Mamba state by restoring the
-// state after the last kept row (the window's row slots), its K and V by the next round, which
-// writes those positions again before any row reads them.
+// decoding makes there. What a rejected row wrote is undone: its Mamba state by taking the
+// state after the last kept row (the stream trades its slot for that row's window slot, so
+// nothing is copied), its K and V by the next round, which writes those positions again before
+// any row reads them.
 #include <algorithm>
 
 #include "lanes/lane_host.h"
@@ -35,7 +36,7 @@ void LaneHost::settle_window(const Window& window, bool drafting) {
   int32_t agreed = 0;
   while (agreed < window.drafts && result_.ids[size_t(first + agreed)] == stream.drafts[size_t(agreed)]) ++agreed;
   if (agreed < window.drafts && stream.memory.slot >= 0)
-    runner_.copy_state(plan_.batch.row_slots[size_t(first + agreed)], stream.memory.slot);
+    std::swap(stream.memory.slot, window_slots_[size_t(window.first_slot + agreed)]);
   // Counted as delivered: drafts past an end or a cancel inside the window are not.
   auto count = [&](int32_t delivered) {
     std::lock_guard lock(mutex_);

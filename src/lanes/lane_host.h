@@ -191,10 +191,11 @@ class LaneHost {
     std::optional<Constraint> constraint;  // with a grammar: where its tokens stand in it
     std::optional<ThinkingBudget> thinking;  // with a thinking budget
   };
-  // A stream's rows in a round: from first_row, its last token then `drafts` drafts.
+  // A decoding stream's rows in a round: from first_row, its last token then `drafts` drafts;
+  // with state, row j < drafts keeps its state in window_slots_[first_slot + j].
   struct Window {
     Stream* stream;
-    int32_t first_row, drafts;
+    int32_t first_row, drafts, first_slot;
   };
   // A filling stream's chunk in a fill step: its rows from first_row; the last of its prompt;
   // whether it draws the first token; its prompt-scoring logit rows.
@@ -273,7 +274,10 @@ class LaneHost {
   std::vector<Stream*> round_streams_;  // the stream of each logit row of plan_
   std::vector<Window> windows_;         // a round's streams, in row order
   std::vector<Filled> filled_;          // a fill step's chunks, in row order
-  std::vector<int32_t> window_slots_;   // state slots for the windows' per-row states
+  // State slots for the windows' per-row states. A stream whose drafts are rejected trades its
+  // slot for the window slot holding its state after the last kept row, so the ids here and
+  // in the stream slot pool change places as streams draft.
+  std::vector<int32_t> window_slots_;
   DraftPlan draft_plan_;
   std::vector<Stream*> draft_streams_;  // the stream of each logit row of draft_plan_
   std::vector<std::vector<int32_t>> drafted_;

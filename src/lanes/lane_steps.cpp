@@ -143,7 +143,7 @@ void LaneHost::plan_windows(bool drafting) {
     spare_rows -= drafts;
     memory_.grow(stream->memory, position + 1 + drafts);
     const int32_t seq = int32_t(batch.seq_pages.size());
-    const int32_t first_row = int32_t(batch.tokens.size());
+    const int32_t first_row = int32_t(batch.tokens.size()), first_slot = int32_t(next_slot);
     batch.seq_pages.push_back(&stream->memory.table);
     if (stream->memory.slot >= 0) batch.seq_slots.push_back(stream->memory.slot);
     for (int64_t j = 0; j <= drafts; ++j) {
@@ -153,7 +153,7 @@ void LaneHost::plan_windows(bool drafting) {
       plan_token(*stream, first_row + int32_t(j), j);
       if (drafting && stream->memory.slot >= 0) batch.row_slots.push_back(j < drafts ? window_slots_[next_slot++] : -1);
     }
-    windows_.push_back({stream.get(), first_row, int32_t(drafts)});
+    windows_.push_back({stream.get(), first_row, int32_t(drafts), first_slot});
   }
 }
 

@@ -4,7 +4,7 @@ that answers the tasks of corpus.py, and writes a Hugging Face model folder.
     python3 train.py --out DIR [--steps N] [--seed S] [--batch B] [--eval N] [--fast-paths PATHS|none]
                      [--length L] [--mtp-steps N] [--mtp-depth D] [--frame-noise P]
                      [--stop-at STEP --checkpoint FILE | --resume FILE] [--init-from MODEL_DIR --lr LR]
-    python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D]   (a head alone)
+    python3 train.py --out DIR --head-only MODEL_DIR [--mtp-steps N] [--mtp-depth D] [--distill]   (a head alone)
 
 Then, on the trained model frozen, an MTP head (mtp_head.py, the layout lockstep drafts with) learns
 to draft the next --mtp-depth tokens, chained; its tensors join model.safetensors under the published
@@ -237,23 +237,31 @@ def train_step(model, optimizer, schedule, ids, mask, fast=False):
     return loss
 
 
-def mtp_losses(head, model, ids, mask, depth):
+def mtp_losses(head, model, ids, mask, depth, distill=False):
     """The head's loss at each chained step on ids [batch, length] (main model frozen): step s predicts
-    token i + s + 1 from row i, counted where the main loss counts position i + s (mask)."""
+    token i + s + 1 from row i, counted where the main loss counts position i + s (mask). The target is
+    the data's token, or with `distill` the main model's own distribution there (its logits at row
+    i + s, teacher forced): a draft is kept when it is the main model's pick, right or wrong, and a
+    seeded stream's draft is drawn with the draw the main model's pick is, so the head learns to be the
+    main model. Also returns the main model's greedy picks [batch, length] (for the agreement)."""
     with torch.autocast("cuda", dtype=torch.bfloat16):
         with torch.no_grad():
             hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+            main_logits = model.lm_head(hidden).float()
         logits = head(model.get_input_embeddings(), model.lm_head, ids, hidden, depth)
     # Step s's last row predicts the token after the sequence: dropped.
     logits = [step_logits[:, :-1].float() for step_logits in logits]
     losses = []
     for s, step_logits in enumerate(logits, start=1):
-        target = ids[:, s + 1:]
         weight = mask[:, s:-1]
-        loss = torch.nn.functional.cross_entropy(step_logits.reshape(-1, step_logits.size(-1)),
-                                                 target.reshape(-1), reduction="none")
+        flat = step_logits.reshape(-1, step_logits.size(-1))
+        if distill:
+            teacher = torch.softmax(main_logits[:, s:-1], dim=-1).reshape(flat.shape)
+            loss = -(teacher * torch.log_softmax(flat, dim=-1)).sum(-1)
+        else:
+            loss = torch.nn.functional.cross_entropy(flat, ids[:, s + 1:].reshape(-1), reduction="none")
         losses.append((loss * weight.reshape(-1)).sum() / weight.sum().clamp(min=1))
-    return losses, logits
+    return losses, logits, main_logits.argmax(-1)
 
 
 def check_hidden_states(model, ids):
@@ -275,7 +283,7 @@ def train_mtp(model, tokenizer, args, device):
     head = MtpHead(model.config).to(device)
     for p in model.parameters():
         p.requires_grad_(False)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=2e-3, betas=(0.9, 0.98), weight_decay=0.05)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=args.mtp_lr, betas=(0.9, 0.98), weight_decay=0.05)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 200) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.mtp_steps))))
     data = torch.utils.data.DataLoader(StepBatches(tokenizer, args.seed + 500, args.batch, args.length, args.mtp_steps),
@@ -287,7 +295,7 @@ def train_mtp(model, tokenizer, args, device):
             ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
             if step == 0:
                 check_hidden_states(model, ids[:8])
-            losses, _ = mtp_losses(head, model, ids, mask, args.mtp_depth)
+            losses, _, _ = mtp_losses(head, model, ids, mask, args.mtp_depth, args.distill)
             loss = sum(losses)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -298,19 +306,24 @@ def train_mtp(model, tokenizer, args, device):
                 print(f"mtp step {step} losses " + " ".join(f"{l.item():.4f}" for l in losses)
                       + f" {time.time() - started:.0f}s", flush=True)
         head.eval()
-        right, counted = [0.0] * args.mtp_depth, [0.0] * args.mtp_depth
+        right, agreed, counted = [0.0] * args.mtp_depth, [0.0] * args.mtp_depth, [0.0] * args.mtp_depth
         heldout = StepBatches(tokenizer, args.seed + 2000, args.batch, args.length, 4)
         for step in range(4):
             ids, mask = (t.to(device) for t in heldout[step])
             with torch.no_grad():
-                _, logits = mtp_losses(head, model, ids, mask, args.mtp_depth)
+                _, logits, picks = mtp_losses(head, model, ids, mask, args.mtp_depth)
             for s, step_logits in enumerate(logits, start=1):
                 weight = mask[:, s:-1]
-                right[s - 1] += ((step_logits.argmax(-1) == ids[:, s + 1:]).float() * weight).sum().item()
+                drafts = step_logits.argmax(-1)
+                right[s - 1] += ((drafts == ids[:, s + 1:]).float() * weight).sum().item()
+                agreed[s - 1] += ((drafts == picks[:, s:-1]).float() * weight).sum().item()
                 counted[s - 1] += weight.sum().item()
     accuracy = [r / max(c, 1) for r, c in zip(right, counted)]
+    agreement = [a / max(c, 1) for a, c in zip(agreed, counted)]
     print("mtp held-out draft accuracy by step:", " ".join(f"{a:.3f}" for a in accuracy), flush=True)
-    return head, accuracy
+    print("mtp held-out agreement with the main model's greedy pick by step:",
+          " ".join(f"{a:.3f}" for a in agreement), flush=True)
+    return head, accuracy, agreement
 
 
 def add_mtp_head(out_dir, head):
@@ -345,6 +358,10 @@ def main():
     parser.add_argument("--mtp-steps", type=int, default=2000,
                         help="steps training the MTP head on the trained, frozen model (0: no head)")
     parser.add_argument("--mtp-depth", type=int, default=3, help="chained head steps trained (drafts it learns to make)")
+    parser.add_argument("--distill", action="store_true",
+                        help="train the head on the main model's own distribution (its logits, teacher forced) "
+                             "rather than the data's tokens: what a draft must match to be kept")
+    parser.add_argument("--mtp-lr", type=float, default=2e-3, help="peak learning rate of the head's schedule")
     parser.add_argument("--frame-noise", type=float, default=0.0,
                         help="share of training phrasings whose other words are replaced, dropped or added to "
                              "(corpus.noised): teaches the task from its own words in frames no list holds")
@@ -377,14 +394,15 @@ def train_head_only(args):
     model = NemotronHForCausalLM.from_pretrained(args.head_only, dtype=torch.float32).to("cuda")
     model.eval()
     main_sha256 = file_sha256(os.path.join(args.head_only, "model.safetensors"))
-    head, accuracy = train_mtp(model, tokenizer, args, "cuda")
+    head, accuracy, agreement = train_mtp(model, tokenizer, args, "cuda")
     shutil.copytree(args.head_only, args.out, dirs_exist_ok=True)
     add_mtp_head(args.out, head)
     path = os.path.join(args.out, "training.json")
     with open(path) as f:
         training = json.load(f)
     training.update({"mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_length": args.length,
-                     "mtp_heldout_accuracy": accuracy, "mtp_seconds": round(time.time() - started),
+                     "mtp_heldout_accuracy": accuracy, "mtp_heldout_agreement": agreement,
+                     "mtp_distill": args.distill, "mtp_seconds": round(time.time() - started),
                      "main_model_sha256": main_sha256,
                      "model_sha256": file_sha256(os.path.join(args.out, "model.safetensors"))})
     with open(path, "w") as f:
@@ -451,7 +469,7 @@ def train(args):
     training_seconds = time.time() - started
 
     model.eval()
-    head, mtp_accuracy = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [])
+    head, mtp_accuracy, mtp_agreement = train_mtp(model, tokenizer, args, device) if args.mtp_steps > 0 else (None, [], [])
     heldout = corpus.examples(args.seed + 1000, args.eval, heldout=True)
     answers = greedy_answers(model, tokenizer, [q for _, q, _ in heldout], device, paths)
     right = {}
@@ -483,6 +501,7 @@ def train(args):
         json.dump({"seed": args.seed, "steps": args.steps, "batch": args.batch, "parameters": params,
                    "fast_paths": args.fast_paths, "length": args.length, "frame_noise": args.frame_noise,
                    "mtp_steps": args.mtp_steps, "mtp_depth": args.mtp_depth, "mtp_heldout_accuracy": mtp_accuracy,
+                   "mtp_heldout_agreement": mtp_agreement, "mtp_distill": args.distill,
                    **({"resumed_at_step": first} if args.resume else {}),
                    **({"init_from_sha256": init_sha256, "lr": args.lr} if init_sha256 else {}),
                    "training_seconds": round(training_seconds),
