@@ -35,6 +35,7 @@ class WeightBytes final : public Backend {
   }
   double free_memory() override { return inner_.free_memory(); }
   void upload(const Tensor& dst, const void* src) override { inner_.upload(dst, src); }
+  void upload_unordered(const Tensor& dst, const void* src) override { inner_.upload_unordered(dst, src); }
   void download(void* dst, const Tensor& src) override { inner_.download(dst, src); }
   void copy(const Tensor& dst, const Tensor& src) override { inner_.copy(dst, src); }
   void synchronize() override { inner_.synchronize(); }

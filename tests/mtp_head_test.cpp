@@ -106,6 +106,41 @@ TEST_P(MtpHeadTest, AHeadPassRefusesHiddenRowsItDoesNotHave) {
   EXPECT_FALSE(model->forward_draft(batch_of({6, 7}, 0, table), Model::DraftInput::main_pass, short_rows).ok());
 }
 
+// Head passes queued one after another, each reading the last one's pick on the device and
+// nothing waiting between them (on the GPU they run as one graph, each with inputs of its own,
+// and an ordered upload when those run out: eleven passes here), give the picks and the last
+// logits, bit for bit, of the same passes each waited for and downloaded.
+TEST_P(MtpHeadTest, ChainedPassesQueuedWithoutWaitsEqualPassesWaitedFor) {
+  const std::vector<int32_t> ids = {5, 9, 2, 14, 3, 8};
+  const int32_t n = int32_t(ids.size()), passes = 12;
+  PageTable table{{0, 1}};
+  Backend& device = model->backend();
+  OwnedTensor picks = device.alloc(DType::i32, {passes});
+  auto run = [&](bool wait) {
+    std::vector<int32_t> got(size_t(passes), -1);
+    EXPECT_TRUE(model->forward(batch_of(ids, 0, table)).ok());
+    auto logits = first_pass(ids, table);
+    EXPECT_TRUE(logits.ok());
+    int32_t from = n - 2;
+    for (int32_t k = 0; k < passes; ++k) {
+      const Tensor pick = picks.view().first_dim_slice(k, 1);
+      device.argmax(logits->first_dim_slice(k == 0 ? from : 0, 1), pick);
+      if (wait) device.download(&got[size_t(k)], pick);
+      if (k + 1 == passes) break;
+      const int32_t rows[] = {from};
+      logits = model->forward_draft(batch_of({0}, n - 2 + k + 1, table), Model::DraftInput::head_pass, rows, &pick);
+      EXPECT_TRUE(logits.ok()) << logits.error().message;
+      from = 0;
+    }
+    if (!wait) device.download(got.data(), picks.view());
+    return std::make_pair(got, downloaded(*logits));
+  };
+  const auto waited = run(true), queued = run(false);
+  EXPECT_EQ(queued.first, waited.first);
+  ASSERT_EQ(queued.second.size(), waited.second.size());
+  EXPECT_EQ(std::memcmp(queued.second.data(), waited.second.data(), waited.second.size() * sizeof(float)), 0);
+}
+
 // ModelRunner::draft keeps each pass's picks on the device and feeds them to the next pass: its
 // drafts are the head's greedy chains, each pick downloaded before the next pass, sequence by
 // sequence (three prompts, drafts of depths 3, 1 and 2: the second pass's rows are not the

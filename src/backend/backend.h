@@ -133,6 +133,11 @@ class Backend {
   // Bytes the backend could still allocate (an estimate: for plans, before allocating).
   virtual double free_memory() = 0;
   virtual void upload(const Tensor& dst, const void* src) = 0;
+  // upload, except that on a backend that queues ops the copy may land before ops queued
+  // earlier have run: only for memory that none of them reads or writes. On the GPU queued
+  // launches become one graph only until an ordered upload or a download: a chain of passes
+  // whose inputs go up this way runs as one.
+  virtual void upload_unordered(const Tensor& dst, const void* src) { upload(dst, src); }
   virtual void download(void* dst, const Tensor& src) = 0;
   // Copies src.bytes() from src to dst (same size, both backend memory), in order with the ops.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
@@ -170,6 +175,13 @@ class Backend {
   // with the same bits as the two ops. rows i32 [n]; out f32 [n, d].
   virtual void rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps, const Tensor& out) {
     gather_rows(x, rows, out);
+    rms_norm(out, weight, eps, out);
+  }
+  // out[r] = rms_norm(table[ids[r]]): embed and a norm, which a backend may run as one kernel
+  // with the same bits as the two ops. out f32 [n, d].
+  virtual void embed_rms_norm(const Tensor& table, const Tensor& ids, const Tensor& weight, float eps,
+                              const Tensor& out) {
+    embed(table, ids, out);
     rms_norm(out, weight, eps, out);
   }
   // x += delta, then out = rms_norm(x): a residual add and the next layer's norm, which a

@@ -4,18 +4,32 @@
 
 namespace lockstep {
 
-BatchInputs::BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, int32_t page_size)
-    : max_pages_(max_pages), page_size_(page_size) {
-  // Six fields of a value a row, the logit rows, three of a value a run (a run per row at
-  // most, and seq_begin's end), and a page table a sequence.
-  const int64_t capacity = 7 * max_rows + 3 * max_rows + 1 + max_rows * max_pages;
+namespace {
+
+// Seven fields of a value a row, three of a value a run (a run per row at most, and
+// seq_begin's end), and a page table a sequence.
+int64_t capacity_for(int64_t rows, int64_t seqs, int64_t max_pages) { return 10 * rows + 1 + seqs * max_pages; }
+
+}  // namespace
+
+BatchInputs::BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, int32_t page_size, bool grow)
+    : max_pages_(max_pages), page_size_(page_size), grow_(grow) {
+  if (grow) return;
+  const int64_t capacity = capacity_for(max_rows, max_rows, max_pages);
   buffer_ = backend.alloc(DType::i32, {capacity});
   host_.resize(size_t(capacity));
 }
 
-void BatchInputs::upload(Backend& backend, const ForwardBatch& batch, std::span<const int32_t> row_values) {
+void BatchInputs::upload(Backend& backend, const ForwardBatch& batch, std::span<const int32_t> row_values,
+                         bool ordered) {
   rows_ = int64_t(batch.tokens.size());
   n_seqs_ = int64_t(batch.seq_pages.size());
+  if (const int64_t needed = capacity_for(rows_, n_seqs_, max_pages_); grow_ && int64_t(host_.size()) < needed) {
+    backend.synchronize();  // queued ops may still read the buffer it replaces
+    const int64_t capacity = std::max(needed, 2 * int64_t(host_.size()));
+    buffer_ = backend.alloc(DType::i32, {capacity});
+    host_.resize(size_t(capacity));
+  }
   row_slots_ = !batch.row_slots.empty();
   every_row_ = rows_ > 0 && int64_t(batch.logit_rows.size()) == rows_;
   for (int64_t r = 0; every_row_ && r < rows_; ++r) every_row_ = batch.logit_rows[size_t(r)] == r;
@@ -67,7 +81,11 @@ void BatchInputs::upload(Backend& backend, const ForwardBatch& batch, std::span<
     }
   }
   begin[runs] = int32_t(rows_);
-  backend.upload(buffer_.view().first_dim_slice(0, at), host_.data());
+  const Tensor used = buffer_.view().first_dim_slice(0, at);
+  if (ordered)
+    backend.upload(used, host_.data());
+  else
+    backend.upload_unordered(used, host_.data());
 }
 
 AttentionRows BatchInputs::attention() const {

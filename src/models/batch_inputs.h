@@ -16,11 +16,16 @@ namespace lockstep {
 class BatchInputs {
  public:
   BatchInputs() = default;
-  BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, int32_t page_size);
+  // Sized for max_rows rows of their own sequences, or with `grow` for each upload's batch,
+  // the buffer growing (after the backend's queued ops have run) when one needs more.
+  BatchInputs(Backend& backend, int64_t max_rows, int64_t max_pages, int32_t page_size, bool grow = false);
 
   // Uploads a batch that passed Model::check_batch, and with it `row_values` (none, or one
   // value a row that a family's pass reads besides the batch: the MTP head's hidden rows).
-  void upload(Backend& backend, const ForwardBatch& batch, std::span<const int32_t> row_values = {});
+  // Without `ordered` the copy may land before ops queued earlier (Backend::upload_unordered):
+  // only where none of them reads this buffer.
+  void upload(Backend& backend, const ForwardBatch& batch, std::span<const int32_t> row_values = {},
+              bool ordered = true);
 
   int64_t rows() const { return rows_; }
   int64_t logit_rows() const { return logit_.count; }
@@ -44,6 +49,7 @@ class BatchInputs {
 
   int64_t max_pages_ = 0;
   int32_t page_size_ = 0;
+  bool grow_ = false;
   int64_t rows_ = 0, n_seqs_ = 0;
   OwnedTensor buffer_;         // i32: the fields below, end to end
   std::vector<int32_t> host_;  // the same on the host, written, then uploaded in one copy

@@ -103,6 +103,7 @@ void CudaBackend::release(const Tensor& tensor) {
 }
 
 void CudaBackend::upload(const Tensor& dst, const void* src) { context_->upload(dst, src); }
+void CudaBackend::upload_unordered(const Tensor& dst, const void* src) { context_->upload(dst, src, false); }
 void CudaBackend::download(void* dst, const Tensor& src) { context_->download(dst, src); }
 void CudaBackend::copy(const Tensor& dst, const Tensor& src) { context_->copy(dst, src); }
 void CudaBackend::synchronize() { context_->synchronize(); }
@@ -156,6 +157,10 @@ void CudaBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& ou
 }
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   cuda::rms_norm(*context_, x, weight, eps, out);
+}
+void CudaBackend::embed_rms_norm(const Tensor& table, const Tensor& ids, const Tensor& weight, float eps,
+                                 const Tensor& out) {
+  if (!cuda::embed_rms_norm(*context_, table, ids, weight, eps, out)) Backend::embed_rms_norm(table, ids, weight, eps, out);
 }
 void CudaBackend::rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps,
                                 const Tensor& out) {

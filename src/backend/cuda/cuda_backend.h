@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
   OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override;
   double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
+  void upload_unordered(const Tensor& dst, const void* src) override;
   void download(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
   void synchronize() override;
@@ -59,6 +60,8 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void rms_norm_rows(const Tensor& x, const Tensor& rows, const Tensor& weight, float eps, const Tensor& out) override;
+  void embed_rms_norm(const Tensor& table, const Tensor& ids, const Tensor& weight, float eps,
+                      const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) override;
   // Writes the product's columns straight into outs (the matmul kernels' column split).

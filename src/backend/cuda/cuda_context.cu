@@ -122,8 +122,8 @@ Context::~Context() {
   if (download_staging_) cudaFreeHost(download_staging_);
 }
 
-void Context::upload(const Tensor& dst, const void* src) {
-  launches.flush();  // the copy lands after every launch queued before it
+void Context::upload(const Tensor& dst, const void* src, bool ordered) {
+  if (ordered) launches.flush();  // the copy lands after every launch queued before it
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
   if (bytes > kStagedUploadMax) {

@@ -68,7 +68,9 @@ class Context {
 
   // Copies src to dst after every queued launch (small copies through pinned staging memory, so
   // they do not wait for the device).
-  void upload(const Tensor& dst, const void* src);
+  // ordered: after every launch queued before it (they are flushed first); else it may land
+  // before them (Backend::upload_unordered).
+  void upload(const Tensor& dst, const void* src, bool ordered = true);
   // Runs what is queued, then copies src to dst (large copies through pinned memory).
   void download(void* dst, const Tensor& src);
   // Copies src to dst on the device after every queued launch; does not wait.

@@ -49,10 +49,11 @@ constexpr int kHeld = 4;
 // rms_norm (kAdd: x[r] += delta[r] first, the same bits as add_kernel then rms_norm):
 // out = (row / rms(row)) * w, thread t summing the squares of elements t, t + kNormThreads, ...
 // in order. The norm weights are the model's, which no kernel writes, so each thread loads its
-// share before waiting for the kernel ahead.
-template <bool kAdd>
+// share before waiting for the kernel ahead. T: x's values, f32 or bf16 (an embedding table
+// whose rows are gathered: each value widened exactly, as embed_kernel does).
+template <bool kAdd, class T = float>
 __global__ void __launch_bounds__(kNormThreads)
-    norm_kernel(float* x, const int32_t* rows, const float* delta, const float* w, float eps, float* out, int64_t d) {
+    norm_kernel(T* x, const int32_t* rows, const float* delta, const float* w, float eps, float* out, int64_t d) {
   cuda::allow_early_launch();
   const bool held = d <= int64_t(kHeld) * kNormThreads;
   float weight[kHeld], value[kHeld];
@@ -62,12 +63,12 @@ __global__ void __launch_bounds__(kNormThreads)
     weight[i] = held && c < d ? w[c] : 0.0f;
   }
   cuda::wait_for_inputs();
-  float* row = x + (rows ? int64_t(rows[blockIdx.x]) : int64_t(blockIdx.x)) * d;  // rows: a gather, never kAdd
+  T* row = x + (rows ? int64_t(rows[blockIdx.x]) : int64_t(blockIdx.x)) * d;  // rows: a gather, never kAdd
   const float* add = kAdd ? delta + int64_t(blockIdx.x) * d : nullptr;
   float* o = out + int64_t(blockIdx.x) * d;
   auto load = [&](int64_t c) {
-    float v = row[c];
-    if (kAdd) {
+    float v = float(row[c]);
+    if constexpr (kAdd) {
       v += add[c];
       row[c] = v;
     }
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kNormThreads)
       if (c < d) o[c] = (value[j] * inv) * weight[j];
     }
   } else {
-    for (int64_t c = threadIdx.x; c < d; c += kNormThreads) o[c] = (row[c] * inv) * w[c];
+    for (int64_t c = threadIdx.x; c < d; c += kNormThreads) o[c] = (float(row[c]) * inv) * w[c];
   }
 }
 
@@ -204,6 +205,22 @@ void rms_norm_rows(Context& context, const Tensor& x, const Tensor& rows, const 
   if (out.rows() == 0) return;
   launch(norm_kernel<false>, unsigned(out.rows()), kNormThreads, 0, context.launches, ptr<float>(x), ptr<int32_t>(rows),
          static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out), x.cols());
+}
+
+bool embed_rms_norm(Context& context, const Tensor& table, const Tensor& ids, const Tensor& weight, float eps,
+                    const Tensor& out) {
+  if (table.dtype != DType::bf16 && table.dtype != DType::f32) return false;
+  if (ids.numel() == 0) return true;
+  const unsigned rows = unsigned(ids.numel());
+  if (table.dtype == DType::bf16)
+    launch(norm_kernel<false, const __nv_bfloat16>, rows, kNormThreads, 0, context.launches,
+           static_cast<const __nv_bfloat16*>(table.data), ptr<int32_t>(ids), static_cast<const float*>(nullptr),
+           ptr<float>(weight), eps, ptr<float>(out), table.cols());
+  else
+    launch(norm_kernel<false, const float>, rows, kNormThreads, 0, context.launches,
+           static_cast<const float*>(table.data), ptr<int32_t>(ids), static_cast<const float*>(nullptr),
+           ptr<float>(weight), eps, ptr<float>(out), table.cols());
+  return true;
 }
 
 void add_rms_norm(Context& context, const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,

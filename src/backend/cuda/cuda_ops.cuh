@@ -14,6 +14,9 @@ namespace lockstep::cuda {
 // cuda_ops.cu: row-wise and elementwise ops, one block per row where a row is reduced.
 void embed(Context& context, const Tensor& table, const Tensor& ids, const Tensor& out);
 void rms_norm(Context& context, const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+// embed then rms_norm as one kernel, the same bits; false (nothing launched) for a quantized table.
+bool embed_rms_norm(Context& context, const Tensor& table, const Tensor& ids, const Tensor& weight, float eps,
+                    const Tensor& out);
 void rms_norm_rows(Context& context, const Tensor& x, const Tensor& rows, const Tensor& weight, float eps,
                    const Tensor& out);
 void add_rms_norm(Context& context, const Tensor& x, const Tensor& delta, const Tensor& weight, float eps,

@@ -31,7 +31,7 @@ void NemotronModel::mamba_mixer(MambaWeights& m, int64_t n) {
   } else {
     backend_.matmul_split(h, m.in_proj, proj, {z, xbc, dt});
   }
-  SequenceRows seqs = inputs_.sequences();
+  SequenceRows seqs = inputs_->sequences();
   Tensor conv_weight = m.conv_weight.view().reshaped({conv_dim, c.conv_kernel});
   backend_.conv1d_silu_split(xbc, conv_weight, m.conv_bias.view(), m.conv_state, seqs, xbc_act,
                              {xs.reshaped({n, inner}), b.reshaped({n, gn}), cc.reshaped({n, gn})});
@@ -68,8 +68,8 @@ void NemotronModel::attention_mixer(AttentionWeights& a, int64_t n) {
                         {q.reshaped({n, c.heads * c.head_dim}), k.reshaped({n, c.kv_heads * c.head_dim}),
                          v.reshaped({n, c.kv_heads * c.head_dim})});
   KvLayer cache{a.k_cache.view(), a.v_cache.view()};
-  backend_.kv_write(k, v, inputs_.cache_slots(), cache);
-  backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
+  backend_.kv_write(k, v, inputs_->cache_slots(), cache);
+  backend_.attention(q, cache, inputs_->attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
   backend_.matmul(attn.reshaped({n, c.heads * c.head_dim}), a.wo, rows_of(out_, n));
 }
 

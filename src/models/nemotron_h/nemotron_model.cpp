@@ -210,7 +210,9 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
     }
   }
   const int64_t rows = options.max_rows;
-  inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
+  main_inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
+  if (mtp_)
+    for (size_t i = 0; i < kHeadInputs; ++i) head_inputs_.emplace_back(backend_, rows, max_pages, options.page_size, true);
   for (OwnedTensor* t : {&x_, &h_, &out_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   if (c.count(LayerKind::mamba) > 0) {
@@ -269,15 +271,17 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
   LOCKSTEP_TRY(check_batch(batch));
   const int64_t n = int64_t(batch.tokens.size());
   const int64_t n_out = int64_t(batch.logit_rows.size());
-  inputs_.upload(backend_, batch);
+  inputs_ = &main_inputs_;
+  main_inputs_.upload(backend_, batch);
+  next_head_inputs_ = 0;  // that upload ran the launches queued before it: every set is free
 
   Tensor x = rows_of(x_, n);  // [n, hidden]
   recurrent_ = batch.recurrent;
-  backend_.embed(embed_, inputs_.ids(), x);
+  backend_.embed(embed_, inputs_->ids(), x);
   Tensor picked = rows_of(picked_, n_out);  // [n_out, hidden]
   Tensor logits = rows_of(logits_, n_out);  // [n_out, vocab]
   const float eps = float(config_.eps);
-  const bool every_row = inputs_.logits_of_every_row();
+  const bool every_row = inputs_->logits_of_every_row();
   if (mtp_) {
     // The head reads every row's normed hidden state (rms_norm is row-invariant: the same bits
     // as norming only the picked rows).
@@ -288,13 +292,13 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
     if (every_row)
       picked = hidden;
     else
-      backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
+      backend_.gather_rows(hidden, inputs_->logit_row_ids(), picked);
   } else if (every_row) {
     run_layers(layers_, n, false, final_norm_, &picked);
   } else {
     run_layers(layers_, n);
     if (n_out == 0) return logits;
-    backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
+    backend_.gather_rows(x, inputs_->logit_row_ids(), picked);
     backend_.rms_norm(picked, final_norm_, eps, picked);
   }
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
@@ -340,15 +344,21 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   for (int32_t row : hidden_rows)
     if (row < 0 || row >= source_rows)
       return make_error("hidden row " + std::to_string(row) + " is not a row of the pass it reads");
-  inputs_.upload(backend_, batch, hidden_rows);
+  // Each head pass since the last ordered upload has a set of inputs of its own, so its upload
+  // need not wait for the passes queued before it, and a draft's chained passes run as one
+  // graph on the GPU; when the sets run out, an ordered upload frees them all.
+  const bool ordered = next_head_inputs_ == head_inputs_.size();
+  if (ordered) next_head_inputs_ = 0;
+  BatchInputs& inputs = head_inputs_[next_head_inputs_++];
+  inputs.upload(backend_, batch, hidden_rows, ordered);
+  inputs_ = &inputs;
   const float eps = float(config_.eps);
   Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
   Tensor embedded = rows_of(embedded_, n);
   const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
   if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
-  backend_.rms_norm_rows(rows_of(source, source_rows), inputs_.row_values(), mtp_->hnorm, eps, h);
-  backend_.embed(embed_, device_tokens ? *device_tokens : inputs_.ids(), embedded);
-  backend_.rms_norm(embedded, mtp_->enorm, eps, embedded);
+  backend_.rms_norm_rows(rows_of(source, source_rows), inputs_->row_values(), mtp_->hnorm, eps, h);
+  backend_.embed_rms_norm(embed_, device_tokens ? *device_tokens : inputs_->ids(), mtp_->enorm, eps, embedded);
   backend_.matmul(embedded, mtp_->e_proj, x);
   backend_.matmul(h, mtp_->h_proj, out);
   // x = e_proj(e) + h_proj(h), and the first block's norm of it in h, as one op (a head has a
@@ -360,10 +370,10 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   Tensor picked = rows_of(picked_, n_out);
   Tensor logits = rows_of(logits_, n_out);
   if (n_out == 0) return logits;
-  if (inputs_.logits_of_every_row())
+  if (inputs_->logits_of_every_row())
     picked = hidden;
   else
-    backend_.gather_rows(hidden, inputs_.logit_row_ids(), picked);
+    backend_.gather_rows(hidden, inputs_->logit_row_ids(), picked);
   backend_.matmul(picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
   return logits;
 }

@@ -112,7 +112,12 @@ class NemotronModel final : public Model {
   OwnedTensor embed_, final_norm_, lm_head_;
   std::vector<NemotronLayer> layers_;
   std::unique_ptr<MtpHead> mtp_;  // null: the checkpoint has no MTP head
-  BatchInputs inputs_;
+  // The pass's inputs: the main pass's, or one of the head passes' sets (forward_draft).
+  static constexpr size_t kHeadInputs = 8;
+  BatchInputs main_inputs_;
+  std::vector<BatchInputs> head_inputs_;
+  size_t next_head_inputs_ = 0;  // head_inputs_ from here are unused since the last ordered upload
+  const BatchInputs* inputs_ = &main_inputs_;
   // Activations, sized for max_rows. f32.
   OwnedTensor x_, h_, out_;
   OwnedTensor proj_, z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
