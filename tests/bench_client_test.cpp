@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "http_client.h"
 #include "io/temp_dir.h"
 #include "run_command.h"
 #include "test_server.h"
@@ -23,6 +24,7 @@ class BenchTarget {
   explicit BenchTarget(int32_t parallel, bool prompt_cache = false)
       : server_(test_data("llama"), "llama", cache_options(parallel, prompt_cache)) {}
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  int port() const { return server_.port(); }
 
  private:
   static TestServerOptions cache_options(int32_t parallel, bool prompt_cache) {
@@ -158,6 +160,24 @@ TEST(BenchClient, SerialRunsEveryCellOncePerRoundInAShuffledOrder) {
       EXPECT_EQ(position <= 3, rep["rep"] == 1) << "round 1 runs every cell before round 2";
     }
   EXPECT_EQ(ran, std::vector<int>(6, 1));
+}
+
+// --warmup N runs every cell N times before the timed reps; those runs are in no figure. The
+// server counts every request: the probe bench sends first to learn how to prompt it, then
+// (2 warm-ups + 1 rep) x (1 + 2 streams).
+TEST(BenchClient, WarmupRunsEachCellFirstAndCountsNone) {
+  BenchTarget server(4);
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::string json_path = dir->file("bench.json");
+  CommandResult run = bench({"--url", server.url(), "--levels", "1,2", "--tokens", "4", "--reps", "1", "--warmup",
+                             "2", "--temperatures", "0", "--ids", "--json", json_path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json report = json::parse(read_file(json_path));
+  EXPECT_EQ(report["warmup"], 2);
+  for (const json& cell : report["cells"]) EXPECT_EQ(cell["reps"].size(), 1u);
+  const std::string metrics = http_request(server.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("lockstep_requests_total{outcome=\"ok\"} 10\n"), std::string::npos) << metrics;
 }
 
 TEST(BenchClient, LongPromptReportsTheDecodingStreamsGapAndTimeToFirstToken) {

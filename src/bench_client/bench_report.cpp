@@ -141,6 +141,7 @@ nlohmann::json sweep_json(const Target& target, const SweepSettings& settings, c
                         {"prompts_as", target.prompt_ids ? "ids" : "text"},
                         {"tokens", settings.tokens},
                         {"reps", settings.reps},
+                        {"warmup", settings.warmup},
                         {"serial", settings.serial},
                         {"cells", cells}};
   if (sweep.exactness)

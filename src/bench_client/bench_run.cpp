@@ -129,6 +129,14 @@ Expected<SweepResult> run_sweep(const Target& target, const std::vector<std::str
         result.cells.push_back(make_cell(target, prompts, level, temperature, settings.tokens, draft));
   for (Cell& cell : result.cells) cell.reps.resize(size_t(settings.reps));
   result.order = run_order(result.cells.size(), settings);
+  for (int round = 0; round < settings.warmup; ++round)
+    for (const Cell& cell : result.cells) {
+      Expected<ConcurrentRun> run = run_concurrently(target.server, cell.requests, target.timeout_seconds);
+      if (!run.ok()) return run.error();
+      if (progress)
+        *progress << "lockstep: bench: warm-up " << round + 1 << "/" << settings.warmup << ", " << cell.streams
+                  << " streams, " << cell_mode(cell) << std::endl;
+    }
   for (auto [index, rep] : result.order) {
     Cell& cell = result.cells[index];
     Expected<ConcurrentRun> run = run_concurrently(target.server, cell.requests, target.timeout_seconds);

@@ -19,6 +19,7 @@ struct SweepSettings {
   std::vector<double> temperatures = {0.0, 1.0};
   int tokens = 256;        // max_tokens of every stream (each runs them all: ignore_eos)
   int reps = 3;
+  int warmup = 0;          // runs of each cell before the reps, not counted
   bool alone = false;      // also run each distinct request alone and compare ids
   bool serial = false;     // each rep runs the cells in a fresh shuffled order
   bool drafts = false;     // each cell twice, "draft": true then false, and the replies compared

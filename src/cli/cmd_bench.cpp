@@ -123,6 +123,11 @@ Command add_bench_command(CLI::App& app) {
   command->add_flag("--drafts", flags->sweep.drafts,
                     "run each cell twice, with \"draft\": true and false, side by side: the speed-up of MTP drafts, "
                     "and exit 1 if any reply with drafts differs from the same request's without");
+  command->add_option("--warmup", flags->sweep.warmup,
+                      "runs of each cell before the timed reps, not counted (the server's first requests of a "
+                      "shape pay for its setup: CUDA graphs are captured on a pass's second run)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   command->add_flag("--serial", flags->sweep.serial,
                     "run the reps round by round, the cells in a fresh shuffled order each round (fixed seed)");
   command->add_option("--prompts", flags->prompts_path, "a JSON array of prompt strings")->check(CLI::ExistingFile);
@@ -151,12 +156,12 @@ Command add_bench_command(CLI::App& app) {
                       "with --turns: every conversation starts with the same prefix of this many tokens")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  for (const char* sweep_only : {"--levels", "--reps", "--serial", "--plot"})
+  for (const char* sweep_only : {"--levels", "--reps", "--warmup", "--serial", "--plot"})
     command->get_option("--turns")->excludes(sweep_only);
   command->get_option("--turns")->excludes("--long-prompt");
   for (const char* turns_only : {"--conversations", "--shared-tokens"})
     command->get_option(turns_only)->needs("--turns");
-  for (const char* sweep_only : {"--levels", "--reps", "--temperatures", "--alone", "--serial", "--plot"})
+  for (const char* sweep_only : {"--levels", "--reps", "--warmup", "--temperatures", "--alone", "--serial", "--plot"})
     command->get_option("--long-prompt")->excludes(sweep_only);
   return {command, [flags] { return run_bench(*flags); }};
 }
