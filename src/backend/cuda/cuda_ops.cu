@@ -1,6 +1,7 @@
 // The CUDA backend's row-wise and elementwise ops. A row-wise op gives each row one block of a
 // fixed size, so the order of its reductions is the same whatever the launch holds.
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.cuh"
@@ -211,15 +212,16 @@ bool embed_rms_norm(Context& context, const Tensor& table, const Tensor& ids, co
                     const Tensor& out) {
   if (table.dtype != DType::bf16 && table.dtype != DType::f32) return false;
   if (ids.numel() == 0) return true;
-  const unsigned rows = unsigned(ids.numel());
+  auto norm_rows_of = [&](auto* values) {  // the table's rows ids[r], as T = the table's type
+    using T = std::remove_pointer_t<decltype(values)>;
+    launch(norm_kernel<false, T>, unsigned(ids.numel()), kNormThreads, 0, context.launches, values,
+           ptr<int32_t>(ids), static_cast<const float*>(nullptr), ptr<float>(weight), eps, ptr<float>(out),
+           table.cols());
+  };
   if (table.dtype == DType::bf16)
-    launch(norm_kernel<false, const __nv_bfloat16>, rows, kNormThreads, 0, context.launches,
-           static_cast<const __nv_bfloat16*>(table.data), ptr<int32_t>(ids), static_cast<const float*>(nullptr),
-           ptr<float>(weight), eps, ptr<float>(out), table.cols());
+    norm_rows_of(static_cast<const __nv_bfloat16*>(table.data));
   else
-    launch(norm_kernel<false, const float>, rows, kNormThreads, 0, context.launches,
-           static_cast<const float*>(table.data), ptr<int32_t>(ids), static_cast<const float*>(nullptr),
-           ptr<float>(weight), eps, ptr<float>(out), table.cols());
+    norm_rows_of(static_cast<const float*>(table.data));
   return true;
 }
 

@@ -344,6 +344,7 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   for (int32_t row : hidden_rows)
     if (row < 0 || row >= source_rows)
       return make_error("hidden row " + std::to_string(row) + " is not a row of the pass it reads");
+  if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
   // Each head pass since the last ordered upload has a set of inputs of its own, so its upload
   // need not wait for the passes queued before it, and a draft's chained passes run as one
   // graph on the GPU; when the sets run out, an ordered upload frees them all.
@@ -356,7 +357,6 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
   Tensor x = rows_of(x_, n), h = rows_of(h_, n), out = rows_of(out_, n);  // [n, hidden]
   Tensor embedded = rows_of(embedded_, n);
   const OwnedTensor& source = input == DraftInput::main_pass ? main_hidden_ : draft_hidden_;
-  if (device_tokens && device_tokens->numel() != n) return make_error("a head pass needs one device token per row");
   backend_.rms_norm_rows(rows_of(source, source_rows), inputs_->row_values(), mtp_->hnorm, eps, h);
   backend_.embed_rms_norm(embed_, device_tokens ? *device_tokens : inputs_->ids(), mtp_->enorm, eps, embedded);
   backend_.matmul(embedded, mtp_->e_proj, x);
