@@ -49,6 +49,8 @@ struct Shared {
   unsigned long long best;         // a block-wide max or min key
   int count;                       // compaction counter
   int digit;
+  WideSum warp_sums[kBins / 32];   // find_digit: each warp's sum of its bins
+  int first_reached;               // find_digit: the first bin, from the top, where the goal is reached
 };
 
 __device__ uint64_t rank_key(float logit, int32_t id) {
@@ -122,6 +124,45 @@ __device__ WideSum kept_sum(Shared& s, const Candidate* all, int n, uint64_t flo
   return sum;
 }
 
+__device__ WideSum shuffle_up(WideSum v, int offset) {
+  const uint64_t high = __shfl_up_sync(0xffffffffu, uint64_t(v >> 64), offset);
+  const uint64_t low = __shfl_up_sync(0xffffffffu, uint64_t(v), offset);
+  return (WideSum(high) << 64) | low;
+}
+
+// The digit where the running sum of the bins, from the top bin down and after s.before,
+// first reaches goal (digit 0 if none does), into s.digit, and s.before += the bins above it.
+// Thread t < kBins holds bin kBins - 1 - t: a prefix sum over the block's first warps in place
+// of one thread walking the bins. The sums are exact integers, so the digit is the walk's.
+__device__ void find_digit(Shared& s, WideSum goal) {
+  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
+  WideSum bin = 0, inclusive = 0;
+  if (t < kBins) {
+    const int d = kBins - 1 - t;
+    bin = (WideSum(s.high[d]) << 32) + s.low[d];
+    inclusive = bin;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const WideSum other = shuffle_up(inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    if (lane == 31) s.warp_sums[warp] = inclusive;
+  }
+  if (t == 0) s.first_reached = kBins - 1;
+  __syncthreads();
+  const WideSum before = s.before;
+  if (t < kBins) {
+    for (int w = 0; w < warp; ++w) inclusive += s.warp_sums[w];
+    if (before + inclusive >= goal) atomicMin(&s.first_reached, t);
+  }
+  __syncthreads();
+  if (t == s.first_reached) {
+    s.before = before + inclusive - bin;
+    s.digit = kBins - 1 - t;
+    s.count = 0;
+  }
+  __syncthreads();
+}
+
 struct Picked {
   uint64_t key;
   WideSum prefix;  // the weight (or count) of the kept keys >= key
@@ -147,17 +188,7 @@ __device__ Picked select(Shared& s, const Candidate* all, int n, uint64_t floor_
               by_count ? 1 : c.weight & 0xffffffffu);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int d = kBins - 1;
-      for (;; --d) {
-        const WideSum bin = (WideSum(s.high[d]) << 32) + s.low[d];
-        if (s.before + bin >= goal || d == 0) break;
-        s.before += bin;
-      }
-      s.digit = d;
-      s.count = 0;
-    }
-    __syncthreads();
+    find_digit(s, goal);
     const int digit = s.digit;
     for (int base = 0; base < n; base += kThreads) {
       const int i = base + int(threadIdx.x);
@@ -168,6 +199,7 @@ __device__ Picked select(Shared& s, const Candidate* all, int n, uint64_t floor_
     n = s.count;
     from = to;
     to = to == work_a ? work_b : work_a;
+    if (n == 1) break;  // the lower digits would keep it alone, adding nothing above it
   }
   // One key is left: the keys are distinct.
   const Candidate last = from[0];
