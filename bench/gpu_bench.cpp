@@ -9,6 +9,8 @@
 //             [--fill 8192] [--chunk 2048] [--json FILE] [--profile 1] [--relaxed 1]
 //             [--windows 1,2,3]   (a model with an MTP head: the cost of verify windows)
 //             [--quantize q8_0|q4_0|q4|fp8]   (the matrices quantized as they load)
+//             [--temperature T] [--top-k K] [--top-p P] [--min-p M]   (every stream samples,
+//             seeded by its index; default greedy)
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -40,6 +42,7 @@ struct Flags {
   bool relaxed = false;  // plain bf16 matmuls through cuBLAS: not batch-invariant (the cost-of-exactness table)
   std::vector<int> windows;  // drafts per verify window to time (none: no window table)
   std::string quantize;      // empty: bf16 weights
+  SamplingParams sampling;   // every stream's, its seed its index (default greedy)
 };
 
 struct WindowResult {
@@ -52,8 +55,11 @@ struct LevelResult {
   double tok_per_s = 0.0, bytes_per_round = 0.0, bound = 0.0, experts_per_layer = 0.0;
 };
 
-[[maybe_unused]] GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens, int64_t vocab) {
+[[maybe_unused]] GenerateRequest random_request(std::mt19937& rng, int64_t prompt, int64_t tokens, int64_t vocab,
+                                               const SamplingParams& sampling = {}, uint64_t seed = 0) {
   GenerateRequest request;
+  request.sampling = sampling;
+  request.sampling.seed = seed;
   for (int64_t i = 0; i < prompt; ++i) request.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
   request.max_tokens = tokens;
   request.ignore_eos = true;
@@ -77,7 +83,8 @@ struct LevelResult {
   std::vector<int64_t> got(size_t(streams), 0);
   for (int i = 0; i < streams; ++i) {
     auto submitted =
-        host.submit(random_request(rng, flags.prompt, lead_tokens(flags, streams) + rounds + 8, model.info().vocab_size),
+        host.submit(random_request(rng, flags.prompt, lead_tokens(flags, streams) + rounds + 8, model.info().vocab_size,
+                                   flags.sampling, uint64_t(i)),
                     {[&got, i](int32_t) { ++got[size_t(i)]; }, nullptr});
     if (!submitted.handle) {
       std::fprintf(stderr, "gpu_bench: %s\n", submitted.error->message.c_str());
@@ -296,10 +303,22 @@ int main(int argc, char** argv) {
       flags.windows = parse_levels(value);
     else if (flag == "--quantize")
       flags.quantize = value;
+    else if (flag == "--temperature")
+      flags.sampling.temperature = std::stof(value);
+    else if (flag == "--top-k")
+      flags.sampling.top_k = std::stoi(value);
+    else if (flag == "--top-p")
+      flags.sampling.top_p = std::stof(value);
+    else if (flag == "--min-p")
+      flags.sampling.min_p = std::stof(value);
     else {
       std::fprintf(stderr, "gpu_bench: unknown flag %s\n", flag.c_str());
       return 2;
     }
+  }
+  if (auto problem = sampling_problem(flags.sampling)) {
+    std::fprintf(stderr, "gpu_bench: %s\n", problem->message.c_str());
+    return 2;
   }
 #ifndef LOCKSTEP_WITH_CUDA
   std::printf("gpu_bench: this build has no CUDA backend (nvcc was not found)\n");
@@ -352,6 +371,10 @@ int main(int argc, char** argv) {
   std::printf("gpu_bench: %s (%s, dummy %s weights) on %s, loaded in %.1f s%s\n", flags.model.c_str(),
               model.info().architecture.c_str(), weights.c_str(), cuda.device_name().c_str(), bench::seconds_since(load_start),
               flags.relaxed ? "; RELAXED: plain matmuls through cuBLAS, not batch-invariant" : "");
+  if (flags.sampling.temperature > 0.0f)
+    std::printf("every stream samples: temperature %g, top_k %d, top_p %g, min_p %g, seeded by its index\n",
+                double(flags.sampling.temperature), flags.sampling.top_k, double(flags.sampling.top_p),
+                double(flags.sampling.min_p));
   std::printf("%-40s %10.0f GB/s\n", "device copy (read + write)", copy);
   print_cache_copies(model);
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/quant_blocks.h"
@@ -66,39 +67,40 @@ struct Q4_0 {
   }
 };
 
-// MLX affine, 4 or 8 bits.
+// MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings. A group's scale and bias are
+// read once, at its first pair (the state), and at 4 bits its table of 16 values made there.
 struct Affine {
   AffineLayout layout;
   static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
-  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
-    __m128i b0, b1;
+  struct State {
+    __m512 scale, bias, table;
+  };
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1, State& state) const {
+    if ((j & ((int64_t(1) << layout.pairs_shift) - 1)) == 0) {
+      const size_t g = size_t(j >> layout.pairs_shift), size = dtype_size(layout.scale_type);
+      state.scale = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.scales_at + g * size));
+      state.bias = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.biases_at + g * size));
+      state.table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), state.scale), state.bias);
+    }
     if (layout.bits == 4) {
       // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
+      // The look-up reads an index's low 4 bits only, so nothing is masked: the low nibbles are
+      // the bytes as they are, the high ones the bytes shifted right by 4.
       const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * j));
-      const __m128i mask = _mm_set1_epi8(0x0f);
-      const __m128i low = _mm_and_si128(packed, mask), high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
-      b0 = _mm_unpacklo_epi8(low, high);
-      b1 = _mm_unpackhi_epi8(low, high);
-    } else {
-      b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
-      b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
-    }
-    const size_t g = size_t(j >> layout.pairs_shift), size = dtype_size(layout.scale_type);
-    const __m512 scale = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.scales_at + g * size));
-    const __m512 bias = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.biases_at + g * size));
-    // float(q) * scale + bias, two roundings.
-    if (layout.bits == 4) {
-      const __m512 table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), scale), bias);
-      w0 = look_up(b0, table);
-      w1 = look_up(b1, table);
+      const __m128i high = _mm_srli_epi16(packed, 4);
+      w0 = look_up(_mm_unpacklo_epi8(packed, high), state.table);
+      w1 = look_up(_mm_unpackhi_epi8(packed, high), state.table);
       return;
     }
-    w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), scale), bias);
-    w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), scale), bias);
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
+    w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), state.scale), state.bias);
+    w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), state.scale), state.bias);
   }
 };
 
-// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes.
+// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes, d1 * float(q) - m1 (two
+// roundings) looked up in the sub-block's table.
 template <bool kFive>
 struct Q45K {
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
@@ -107,28 +109,30 @@ struct Q45K {
     const int sub = b.sub;
     const __m512 d1 = _mm512_set1_ps(b.scale), m1 = _mm512_set1_ps(b.min);
     const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
+    const __m512 low = _mm512_sub_ps(_mm512_mul_ps(d1, codes_0_15()), m1);
+    if constexpr (!kFive) {
+      // The look-up reads an index's low 4 bits only: the high nibbles are shifted down, no mask.
+      __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+      __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
+      if (sub % 2) wide0 = _mm512_srli_epi32(wide0, 4), wide1 = _mm512_srli_epi32(wide1, 4);
+      w0 = _mm512_permutexvar_ps(wide0, low);
+      w1 = _mm512_permutexvar_ps(wide1, low);
+      return;
+    }
     const __m128i low_bits = _mm_set1_epi8(0x0f);
     __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
     if (sub % 2) q0 = _mm_srli_epi16(q0, 4), q1 = _mm_srli_epi16(q1, 4);
     q0 = _mm_and_si128(q0, low_bits), q1 = _mm_and_si128(q1, low_bits);
-    if constexpr (kFive) {  // bit `sub` of qh[l], as the code's fifth bit
-      const __m128i one = _mm_set1_epi8(1);
-      const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16));
-      const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
-      q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
-      q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
-    }
-    // d1 * float(q) - m1, two roundings.
-    const __m512 low = _mm512_sub_ps(_mm512_mul_ps(d1, codes_0_15()), m1);
-    if constexpr (kFive) {
-      const __m512 high = _mm512_sub_ps(_mm512_mul_ps(d1, codes_16_31()), m1);
-      w0 = look_up(q0, low, high);
-      w1 = look_up(q1, low, high);
-    } else {
-      w0 = look_up(q0, low);
-      w1 = look_up(q1, low);
-    }
+    // bit `sub` of qh[l], as the code's fifth bit
+    const __m128i one = _mm_set1_epi8(1);
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
+    q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
+    q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
+    const __m512 high = _mm512_sub_ps(_mm512_mul_ps(d1, codes_16_31()), m1);
+    w0 = look_up(q0, low, high);
+    w1 = look_up(q1, low, high);
   }
 };
 
@@ -186,6 +190,30 @@ struct Fp8 {
 
 }  // namespace decoders
 
+// What a decoder keeps from pair to pair of one row (its State, refreshed at a group's first
+// pair), or nothing: pairs are decoded in order from the row's first, one state a row.
+struct NoState {};
+template <class Decode>
+struct StateType {
+  using type = NoState;
+};
+template <class Decode>
+  requires requires { typename Decode::State; }
+struct StateType<Decode> {
+  using type = typename Decode::State;
+};
+template <class Decode>
+using StateOf = typename StateType<Decode>::type;
+
+template <class Decode>
+inline void decode_pair(const Decode& decode, const std::byte* row, int64_t j, __m512& w0, __m512& w1,
+                        StateOf<Decode>& state) {
+  if constexpr (std::is_same_v<StateOf<Decode>, NoState>)
+    decode(row, j, w0, w1);
+  else
+    decode(row, j, w0, w1, state);
+}
+
 // out[r][c] for R rows from r0 and C columns c0, c0 + spacing, ...: C independent sums a row, so
 // the fused multiply-adds of one column do not wait on each other.
 template <int R, int C, class Decode>
@@ -198,10 +226,11 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
   const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
+  StateOf<Decode> state[C];
   for (int64_t j = 0; j < steps; ++j) {
     prefetch.step(j);
     __m512 w0[C], w1[C];
-    for (int c = 0; c < C; ++c) decode(rows[c], j, w0[c], w1[c]);
+    for (int c = 0; c < C; ++c) decode_pair(decode, rows[c], j, w0[c], w1[c], state[c]);
     for (int r = 0; r < R; ++r) {
       // The lanes' sums take k in order, 16 values at a time, as the f32 kernel's do.
       const __m512 x0 = _mm512_loadu_ps(x + r * a.k + 32 * j), x1 = _mm512_loadu_ps(x + r * a.k + 32 * j + 16);
@@ -247,9 +276,10 @@ struct Avx512 {
   }
   template <class Decode>
   static void dequantize(const Decode& decode, const std::byte* row, int64_t k, float* out) {
+    StateOf<Decode> state;
     for (int64_t j = 0; j < k / 32; ++j) {
       __m512 w0, w1;
-      decode(row, j, w0, w1);
+      decode_pair(decode, row, j, w0, w1, state);
       _mm512_storeu_ps(out + 32 * j, w0);
       _mm512_storeu_ps(out + 32 * j + 16, w1);
     }

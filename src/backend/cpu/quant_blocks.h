@@ -47,10 +47,8 @@ struct KSubBlock {
   float min;
 };
 
-template <bool kFive>
-inline KSubBlock k_sub_block(const std::byte* row, int64_t j) {
-  const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
-  const int sub = int(j % 8);
+// Sub-block `sub`'s scale and min of a Q4_K or Q5_K block.
+inline void k_scale_min(const std::byte* block, int sub, float& scale, float& min) {
   const auto* scales = reinterpret_cast<const uint8_t*>(block + 4);
   int sc, m;
   if (sub < 4) {
@@ -59,7 +57,15 @@ inline KSubBlock k_sub_block(const std::byte* row, int64_t j) {
     sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
     m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
   }
-  return {block, sub, half(load_u16(block)) * float(sc), half(load_u16(block + 2)) * float(m)};
+  scale = half(load_u16(block)) * float(sc), min = half(load_u16(block + 2)) * float(m);
+}
+
+template <bool kFive>
+inline KSubBlock k_sub_block(const std::byte* row, int64_t j) {
+  const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
+  KSubBlock b{block, int(j % 8), 0.0f, 0.0f};
+  k_scale_min(block, b.sub, b.scale, b.min);
+  return b;
 }
 
 // Q6_K: pair j holds values 32 * (j % 8) to + 31 of block j / 8, each 16 with an int8 scale:
