@@ -102,6 +102,50 @@ TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
   }
 }
 
+// A launch of rows that each sample by their own settings, over a 131,072-token vocabulary (the
+// GPU spreads each row over many blocks and bins its tokens by distance below the top logit):
+// flat and peaked rows, ties across a bin's edge, greedy rows among sampled ones, and filters
+// whose boundaries fall deep in the tail. Each id equals the host Sampler's, and the row's id
+// when it is sampled alone.
+TEST_F(CudaVsCpu, SampleRowsWithTheirOwnSettingsOverALargeVocabulary) {
+  const int64_t vocab = 131072;
+  const std::vector<SamplingParams> settings = {
+      {1.0f},        {0.7f, 0, 0.9f}, {0.7f, 40, 1.0f, 0.05f}, {0.0f},          {1.0f, 100000},
+      {2.0f, 0, 0.999f}, {0.6f, 0, 1.0f, 0.9f}, {1.0f, 0, 0.3f, 0.01f}, {0.9f, 5000, 0.95f}, {1e-3f}};
+  const int64_t n = int64_t(settings.size());
+  std::vector<float> host(size_t(n * vocab));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < vocab; ++i) {
+      float v = normal(rng);
+      if (r % 3 == 1) v = 4.0f * v - (i % 7 == 0 ? 0.0f : 12.0f);  // a peaked row: a few near the top
+      if (r % 3 == 2) v = std::round(v * 27.0f) / 27.0f;            // ties on the bins' spacing
+      host[size_t(r * vocab + i)] = v;
+    }
+  }
+  Pair logits = make(DType::f32, {n, vocab}, host.data());
+  for (int64_t position : {int64_t(3), int64_t(99)}) {
+    std::vector<SampleRow> rows;
+    for (int64_t r = 0; r < n; ++r) {
+      SamplingParams params = settings[size_t(r)];
+      params.seed = uint64_t(17 + r);
+      rows.push_back({params, position + r});
+    }
+    Pair ids = output(DType::i32, {n});
+    cpu.sample(logits.cpu, rows, ids.cpu);
+    gpu->sample(logits.gpu, rows, ids.gpu);
+    expect_equal_ids(ids, "sample");
+    std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
+    gpu->download(together.data(), ids.gpu);
+    for (int64_t r = 0; r < n; ++r) {
+      Pair one = output(DType::i32, {1});
+      gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
+      gpu->download(alone.data(), one.gpu);
+      EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
+    }
+  }
+}
+
 // token_logprobs against the CPU's compute_logprobs: the same alternatives in the same order
 // (ties to the lower id), values within float rounding (the GPU sums in another order), and a
 // row's first alternatives the same whatever `top` the launch has.

@@ -44,6 +44,7 @@ struct SampleScratch {
   ScratchBuffer settings;  // each row's RowSettings, then its best keys by part
   ScratchBuffer best_keys;  // argmax's best keys by part (a chain of head passes picks with it)
   ScratchBuffer lists;     // each sampled row's candidate lists
+  ScratchBuffer bins;      // each sampled row's state between steps, then each row's bins
   ScratchBuffer edits;     // edit_logits' LogitEdits
   ScratchBuffer masks;     // mask_logits' rows, then their masks
 };

@@ -11,6 +11,8 @@
 // memory) and read x through L1, each decoded chunk used for every row of the tile. Where
 // cuda_matmul.cu's kernel keeps a few 4-byte weight loads in flight a lane, this one keeps the
 // launch's whole weight read in flight, which is what a round's small matrices need.
+#include <type_traits>
+
 #include "backend/cuda/cuda_matmul.cuh"
 #include "backend/cuda/cuda_ops.cuh"
 #include "backend/cuda/cuda_quant.cuh"
@@ -20,7 +22,10 @@ namespace lockstep::cuda {
 namespace {
 
 constexpr int kChunk = 256;  // k positions a warp step: 32 lanes x 8 (cuda_matmul.cu's order)
-constexpr int kRowTile = 8;
+// Rows a warp sums at once (a tile): 1, 4 or 8, the fewest that hold a launch's rows (a
+// group's, for the experts). Fewer rows, fewer registers, so more blocks' copies in flight
+// on each SM; a row's sums are the same whatever the tile.
+constexpr int kRowTiles[] = {1, 4, 8};
 constexpr int kWarps = 4;
 constexpr size_t kMaxStaged = 96 * 1024;  // shared memory a block may take for its rows
 // Room past the rows: the copy starts up to 15 bytes before them (at a 16-byte boundary) and
@@ -49,7 +54,7 @@ __device__ inline void wait_all_copies() { asm volatile("cp.async.wait_group 0;\
 
 // A block owns kWarps * kColsPerWarp columns; warp w computes columns w * kColsPerWarp .. of
 // them, for every row of its group, in tiles of 8 rows.
-template <QuantKind kKind, int kColsPerWarp>
+template <QuantKind kKind, int kColsPerWarp, int kRowTile>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_quant_rows_kernel(const float* __restrict__ x, const QuantWeights<kKind> w, float* __restrict__ out,
                              int64_t k, int64_t m, MatmulRows rows) {
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <QuantKind kKind, int kColsPerWarp>
+template <QuantKind kKind, int kColsPerWarp, int kRowTile>
 void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                  Launches& launches) {
   QuantWeights<kKind> weights;
@@ -119,8 +124,16 @@ void launch_rows(const float* x, const QuantView& view, float* out, int64_t k, i
   constexpr int kBlockCols = kWarps * kColsPerWarp;
   const dim3 grid(blocks_for(m, kBlockCols), unsigned(rows.segments ? rows.groups : 1));
   const size_t bytes = size_t(kBlockCols) * view.row_bytes + kMargin;
-  launch(matmul_quant_rows_kernel<kKind, kColsPerWarp>, grid, kWarps * 32, bytes, launches, x, weights, out, k, m,
-         rows);
+  launch(matmul_quant_rows_kernel<kKind, kColsPerWarp, kRowTile>, grid, kWarps * 32, bytes, launches, x, weights, out,
+         k, m, rows);
+}
+
+// Calls use(std::integral_constant<int, tile>) for each row tile of kRowTiles.
+template <class Use>
+void for_each_row_tile(Use&& use) {
+  use(std::integral_constant<int, kRowTiles[0]>{});
+  use(std::integral_constant<int, kRowTiles[1]>{});
+  use(std::integral_constant<int, kRowTiles[2]>{});
 }
 
 }  // namespace
@@ -134,12 +147,18 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
   if (!few_rows || !fits || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
   // Two columns a warp where they fit and the launch still has a block for every SM or so.
   const bool two = view.row_bytes * 2 * kWarps + kMargin <= kMaxStaged && m >= 2 * kWarps * 2 * 132;
+  const int64_t most_rows = rows.segments ? rows.max_group_rows : rows.n;
+  const int tile = most_rows <= 1 ? 1 : most_rows <= 4 ? 4 : 8;
   with_quant_kind(kind, [&](auto c) {
-    constexpr QuantKind kKind = decltype(c)::value;
-    if (two)
-      launch_rows<kKind, 2>(x, view, out, k, m, rows, launches);
-    else
-      launch_rows<kKind, 1>(x, view, out, k, m, rows, launches);
+    for_each_row_tile([&](auto t) {
+      constexpr QuantKind kKind = decltype(c)::value;
+      constexpr int kTile = decltype(t)::value;
+      if (kTile != tile) return;
+      if (two)
+        launch_rows<kKind, 2, kTile>(x, view, out, k, m, rows, launches);
+      else
+        launch_rows<kKind, 1, kTile>(x, view, out, k, m, rows, launches);
+    });
   });
   return true;
 }
@@ -148,11 +167,14 @@ void prepare_matmul_quant() {
   for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0, QuantKind::q4_k, QuantKind::q5_k, QuantKind::q6_k,
                          QuantKind::affine2, QuantKind::affine4, QuantKind::affine8, QuantKind::fp8})
     with_quant_kind(kind, [](auto c) {
-      constexpr QuantKind kKind = decltype(c)::value;
-      LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 1>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
-      LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 2>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
+      for_each_row_tile([&](auto t) {
+        constexpr QuantKind kKind = decltype(c)::value;
+        constexpr int kTile = decltype(t)::value;
+        LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 1, kTile>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
+        LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_quant_rows_kernel<kKind, 2, kTile>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStaged)));
+      });
     });
 }
 

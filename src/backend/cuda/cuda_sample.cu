@@ -1,5 +1,5 @@
 // Token sampling on the GPU, so a round sends back ids, not logits: the host Sampler's rule
-// (sampling/sampler.h) with the same integer weights and draws, one block per logit row.
+// (sampling/sampler.h) with the same integer weights and draws.
 //
 // The host Sampler orders candidates with partitions and selects; here each step is a radix
 // select over a 64-bit rank key (the logit's order bits, then the complement of the id, so
@@ -9,6 +9,16 @@
 // Weights use the device's double exp(), which may differ from the host's in the last bit; a
 // pick can differ from the host Sampler's only when a draw lands within a few units of 2^-52
 // of a boundary.
+//
+// A sampled row is spread over many blocks, so a 131,072-entry vocabulary costs a round a few
+// microseconds rather than one block's pass over it all: the tokens of nonzero weight are
+// binned by their distance below the top logit in units of the temperature (a monotone
+// function of the rank key, so each bin holds a run of the rank order), every block of the row
+// adding its part's counts, weights and largest weight to the row's bins (hist_kernel). Each
+// step of the rule (top-k, top-p, min-p, the draw) then finds from the bins which one its
+// boundary falls in (finish_kernel), has the blocks collect that bin's candidates
+// (collect_kernel), and selects among those few as before. Every sum is exact, so the pick is
+// the one-block select's.
 #include <algorithm>
 #include <cstring>
 
@@ -49,8 +59,11 @@ struct Shared {
   unsigned long long best;         // a block-wide max or min key
   int count;                       // compaction counter
   int digit;
-  WideSum warp_sums[kBins / 32];   // find_digit: each warp's sum of its bins
-  int first_reached;               // find_digit: the first bin, from the top, where the goal is reached
+  WideSum warp_sums[kThreads / 32];  // find_digit, find_bin: each warp's sum of its bins
+  int first_reached;                 // find_digit, find_bin: the first bin where the goal is reached
+  WideSum scan_before;               // find_bin: the sum of the bins above it
+  unsigned long long count_sum, max_weight;  // floor_partials
+  int last_bin;                      // min_p_bin
 };
 
 __device__ uint64_t rank_key(float logit, int32_t id) {
@@ -236,10 +249,59 @@ __device__ unsigned long long warp_max_key(unsigned long long v) {
 constexpr int kBestParts = 32;
 constexpr int kBestThreads = 256;
 
-__global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned long long* best_keys) {
+// A sampled row's bins: the tokens of nonzero weight by (max - logit) / temperature, kBinsPerUnit
+// bins a unit; a weight is nonzero only up to -kZeroWeightExponent units below the top, so the
+// bins reach past every candidate. Bin 0 holds the top.
+constexpr int kHistBins = 1024;
+constexpr double kBinsPerUnit = 27.0;
+static_assert(kHistBins == kThreads, "find_bin gives each thread of a block one bin");
+static_assert(kHistBins / kBinsPerUnit > -draw::kZeroWeightExponent, "the bins reach every nonzero weight");
+static_assert(kHistBins % kBestParts == 0, "best_key_kernel's blocks clear the bins in equal shares");
+
+struct HistBin {
+  unsigned long long count, high, low;  // the tokens, and the sums of weight >> 32 and of weight & 0xffffffff
+  unsigned long long max_weight;
+};
+
+// Where a sampled row stands between finish_kernel's launches. The kept candidates are the keys
+// >= floor_key: every bin above floor_bin whole and, in floor_bin, those of its collected list
+// >= floor_key (floor_count, floor_weight and floor_max: their count, weight and largest weight).
+// floor_bin -1: no floor yet, every candidate is kept.
+enum Step : int { kTopK = 0, kTopP, kMinP, kDraw, kDone };
+struct RowState {
+  WideSum floor_weight;
+  unsigned long long floor_key, floor_count, floor_max;
+  int step, floor_bin;
+  int list_bin;    // the bin whose candidates the row's list holds (-1: none)
+  int list_count;  // how many (collect_kernel counts them in)
+  int collect;     // 1: collect_kernel is to fill the list with list_bin's candidates
+  int padding[3];
+};
+
+// The bin of a token of nonzero weight: monotone in its logit, so in its rank key.
+__device__ int bin_of(float logit, float max_logit, double temperature) {
+  if (max_logit == INFINITY) return 0;  // every candidate is +inf
+  const double scaled = (double(max_logit) - double(logit)) / temperature * kBinsPerUnit;
+  return scaled >= double(kHistBins - 1) ? kHistBins - 1 : int(scaled);
+}
+
+// hist, states: a sampling launch's (null for argmax): block `part` of each row clears its share
+// of the row's bins, and block 0 sets the row's state up.
+__global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned long long* best_keys, HistBin* hist,
+                                RowState* states) {
   cuda::start_kernel();
   __shared__ unsigned long long warp_best[kBestThreads / 32];
   const float* x = logits + int64_t(blockIdx.y) * vocab;
+  if (hist) {
+    constexpr int kShare = kHistBins / kBestParts;
+    HistBin* bins = hist + int64_t(blockIdx.y) * kHistBins + blockIdx.x * kShare;
+    for (int b = int(threadIdx.x); b < kShare; b += kBestThreads) bins[b] = HistBin{0, 0, 0, 0};
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      RowState state{};
+      state.step = kTopK, state.floor_bin = -1, state.list_bin = -1;
+      states[blockIdx.y] = state;
+    }
+  }
   const int64_t part = (vocab + kBestParts - 1) / kBestParts;
   const int64_t begin = int64_t(blockIdx.x) * part, end = cuda::min64(vocab, begin + part);
   unsigned long long best = 0;
@@ -254,188 +316,269 @@ __global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned lon
   }
 }
 
-// One block per row, after best_key_kernel. lists: 3 * vocab candidates per row (all, and the
-// two work lists); only rows that sample (temperature > 0) touch them, so a greedy-only launch
-// may pass none.
-__global__ void sample_kernel(const float* logits, int64_t vocab, const RowSettings* settings,
-                              const unsigned long long* best_keys, Candidate* lists, int32_t* ids) {
-  cuda::start_kernel();
-  __shared__ Shared s;
-  const float* x = logits + int64_t(blockIdx.x) * vocab;
-  const RowSettings row = settings ? settings[blockIdx.x] : RowSettings{};  // none: greedy (argmax)
-
+__device__ unsigned long long row_best(const unsigned long long* best_keys, int64_t row) {
   unsigned long long best = 0;
-  for (int part = 0; part < kBestParts; ++part) best = max(best, best_keys[int64_t(blockIdx.x) * kBestParts + part]);
-  if (best == 0 || row.temperature == 0.0) {  // greedy, or every logit NaN or -inf: token 0
-    if (threadIdx.x == 0) ids[blockIdx.x] = best == 0 ? 0 : key_id(best);
-    return;
-  }
-
-  // Step 1: the candidates, the tokens of nonzero weight, in any order.
-  Candidate* all = lists + int64_t(blockIdx.x) * 3 * vocab;
-  Candidate* work_a = all + vocab;
-  Candidate* work_b = work_a + vocab;
-  const float max_logit = x[key_id(best)];
-  if (threadIdx.x == 0) s.count = 0;
-  __syncthreads();
-  for (int64_t base = 0; base < vocab; base += kThreads) {
-    const int64_t i = base + threadIdx.x;
-    const float logit = i < vocab ? x[i] : -INFINITY;
-    const Candidate c{rank_key(logit, int32_t(i)), weight_of(logit, max_logit, row.temperature)};
-    append(all, &s.count, c.weight != 0, c);
-  }
-  __syncthreads();
-  const int n = s.count;
-
-  // Step 3: each filter keeps a prefix of the rank order, the keys >= floor_key.
-  uint64_t floor_key = 0;
-  if (row.top_k > 0 && row.top_k < n)
-    floor_key = select(s, all, n, 0, WideSum(row.top_k), true, work_a, work_b).key;
-  WideSum total = kept_sum(s, all, n, floor_key);
-  if (__uint_as_float(row.top_p_bits) < 1.0f) {
-    const Picked picked = select(s, all, n, floor_key, draw::mass_threshold(row.top_p_bits, total), false, work_a,
-                                 work_b);
-    floor_key = picked.key;
-    total = picked.prefix;
-  }
-  if (row.min_p > 0.0f) {
-    // Weights fall along the order, so the keys of weight >= min_p * 2^52 are a prefix too.
-    floor_key = smallest_key(s, all, n, floor_key, double(row.min_p) * 0x1p52);
-    total = kept_sum(s, all, n, floor_key);
-  }
-
-  // Step 4: the first kept token whose prefix sum exceeds floor(r * total / 2^53).
-  const auto r = uint64_t(uniform_at(row.seed, uint64_t(row.position), Sampler::kTokenStream) * 0x1p53);
-  const Picked picked = select(s, all, n, floor_key, draw::scale_by_draw(r, total) + 1, false, work_a, work_b);
-  if (threadIdx.x == 0) ids[blockIdx.x] = key_id(picked.key);
+  for (int part = 0; part < kBestParts; ++part) best = max(best, best_keys[row * kBestParts + part]);
+  return best;
 }
 
-// token_logprobs: one block a row. The max, then the sum of exp(logit - max) in double, each
-// thread over a fixed stride and the block's partials added in a fixed order; then `top`
-// passes, each taking the best logit ranked after the last pass's pick (larger value, then
-// lower id). Nothing depends on the other rows of the launch.
-constexpr int kLogprobThreads = 256;
+// The rows' greedy picks (argmax, and launches in which no row samples): token 0 when every
+// logit is NaN or -inf.
+__global__ void greedy_kernel(const unsigned long long* best_keys, int64_t n, int32_t* ids) {
+  cuda::start_kernel();
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= n) return;
+  const unsigned long long best = row_best(best_keys, row);
+  ids[row] = best == 0 ? 0 : key_id(best);
+}
 
-__device__ double block_sum_double(double v, double* partials) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// The part of a row that block (part, row) of a launch of `parts` blocks a row reads.
+__device__ void part_range(int64_t vocab, int parts, int64_t& begin, int64_t& end) {
+  const int64_t size = (vocab + parts - 1) / parts;
+  begin = int64_t(blockIdx.x) * size, end = cuda::min64(vocab, begin + size);
+}
+
+constexpr int kPartThreads = 256;
+
+// sampler.h step 1 over a part of a sampled row: each token of nonzero weight into the row's
+// bins (block-wide sums in shared memory, then one global atomic each per bin the part touches).
+__global__ void __launch_bounds__(kPartThreads)
+    hist_kernel(const float* logits, int64_t vocab, int parts, const RowSettings* settings,
+                const unsigned long long* best_keys, HistBin* hist) {
+  cuda::start_kernel();
+  __shared__ HistBin bins[kHistBins];
+  const int64_t row = blockIdx.y;
+  const double temperature = settings[row].temperature;
+  const unsigned long long best = row_best(best_keys, row);
+  if (best == 0 || temperature == 0.0) return;  // the whole block leaves together
+  for (int b = int(threadIdx.x); b < kHistBins; b += kPartThreads) bins[b] = HistBin{0, 0, 0, 0};
   __syncthreads();
-  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = v;
+  const float* x = logits + row * vocab;
+  const float max_logit = x[key_id(best)];
+  int64_t begin, end;
+  part_range(vocab, parts, begin, end);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kPartThreads) {
+    const float logit = x[i];
+    const uint64_t w = weight_of(logit, max_logit, temperature);
+    if (w == 0) continue;
+    HistBin& bin = bins[bin_of(logit, max_logit, temperature)];
+    atomicAdd(&bin.count, 1ull);
+    atomicAdd(&bin.high, (unsigned long long)(w >> 32));
+    atomicAdd(&bin.low, (unsigned long long)(w & 0xffffffffu));
+    atomicMax(&bin.max_weight, (unsigned long long)w);
+  }
   __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < kLogprobThreads / 32; ++w) total += partials[w];
+  HistBin* out = hist + row * kHistBins;
+  for (int b = int(threadIdx.x); b < kHistBins; b += kPartThreads) {
+    const HistBin mine = bins[b];
+    if (mine.count == 0) continue;
+    atomicAdd(&out[b].count, mine.count);
+    atomicAdd(&out[b].high, mine.high);
+    atomicAdd(&out[b].low, mine.low);
+    atomicMax(&out[b].max_weight, mine.max_weight);
+  }
+}
+
+// Where finish_kernel asked for it, the candidates of the row's list_bin from this block's part,
+// appended to the row's list (in any order: the selects go by key).
+__global__ void __launch_bounds__(kPartThreads)
+    collect_kernel(const float* logits, int64_t vocab, int parts, const RowSettings* settings,
+                   const unsigned long long* best_keys, RowState* states, Candidate* lists) {
+  cuda::start_kernel();
+  const int64_t row = blockIdx.y;
+  RowState* state = states + row;
+  const double temperature = settings[row].temperature;
+  const unsigned long long best = row_best(best_keys, row);
+  if (best == 0 || temperature == 0.0 || state->step == kDone || !state->collect) return;
+  const int want = state->list_bin;
+  const float* x = logits + row * vocab;
+  const float max_logit = x[key_id(best)];
+  Candidate* list = lists + row * 3 * vocab;
+  int64_t begin, end;
+  part_range(vocab, parts, begin, end);
+  // Whole warps go round the loop together (append's ballot).
+  for (int64_t base = begin; base < end; base += kPartThreads) {
+    const int64_t i = base + threadIdx.x;
+    const float logit = i < end ? x[i] : -INFINITY;
+    const uint64_t w = weight_of(logit, max_logit, temperature);
+    const bool in = w != 0 && bin_of(logit, max_logit, temperature) == want;
+    append(list, &state->list_count, in, Candidate{rank_key(logit, int32_t(i)), w});
+  }
+}
+
+__device__ WideSum bin_value(const HistBin& bin, bool by_count) {
+  return by_count ? WideSum(bin.count) : (WideSum(bin.high) << 32) + bin.low;
+}
+
+// The kept part of bin b (by count or weight): whole above the floor's bin, the floor's
+// partials in it, nothing below.
+__device__ WideSum kept_in_bin(const HistBin* bins, const RowState& state, int b, bool by_count) {
+  if (state.floor_bin < 0 || b < state.floor_bin) return bin_value(bins[b], by_count);
+  if (b == state.floor_bin) return by_count ? WideSum(state.floor_count) : state.floor_weight;
+  return 0;
+}
+
+struct BinPick {
+  int bin;
+  WideSum before;  // the kept count or weight of the bins above it
+};
+
+// The first bin, from the top, where the running sum of the kept counts (weights) reaches goal.
+// Requires the kept sum >= goal. Thread t holds bin t; every thread gets the answer.
+__device__ BinPick find_bin(Shared& s, const HistBin* bins, const RowState& state, WideSum goal, bool by_count) {
+  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
+  const WideSum mine = kept_in_bin(bins, state, t, by_count);
+  WideSum inclusive = mine;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const WideSum other = shuffle_up(inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) s.warp_sums[warp] = inclusive;
+  if (t == 0) s.first_reached = kHistBins - 1;
+  __syncthreads();
+  for (int w = 0; w < warp; ++w) inclusive += s.warp_sums[w];
+  if (inclusive >= goal) atomicMin(&s.first_reached, t);
+  __syncthreads();
+  if (t == s.first_reached) s.scan_before = inclusive - mine;
+  __syncthreads();
+  const BinPick pick{s.first_reached, s.scan_before};
+  __syncthreads();
+  return pick;
+}
+
+// The kept weight (or count) of the row: a sum of exact integers.
+__device__ WideSum kept_total(Shared& s, const HistBin* bins, const RowState& state, bool by_count) {
+  const WideSum mine = kept_in_bin(bins, state, int(threadIdx.x), by_count);
+  if (threadIdx.x == 0) s.high[0] = s.low[0] = 0;
+  __syncthreads();
+  // (a bin's weight, below 2^70, as mine >> 32 and its low 32 bits: 1024 of each fit 64 bits)
+  bin_add(s, true, 0, uint64_t(mine >> 32), uint64_t(mine & 0xffffffffu));
+  __syncthreads();
+  const WideSum total = (WideSum(s.high[0]) << 32) + s.low[0];
+  __syncthreads();
   return total;
 }
 
-// Whether (value, id) ranks before (best, best_id): larger value, then lower id.
-__device__ inline bool ranks_before(float value, int32_t id, float best, int32_t best_id) {
-  return best_id < 0 || value > best || (value == best && id < best_id);
+// The lowest-ranked bin at or above the floor's with a kept weight >= min_weight (min-p's
+// floor lies in it).
+__device__ int min_p_bin(Shared& s, const HistBin* bins, const RowState& state, double min_weight) {
+  const int t = int(threadIdx.x);
+  const bool kept = state.floor_bin < 0 || t < state.floor_bin;
+  const unsigned long long top = kept ? bins[t].max_weight : t == state.floor_bin ? state.floor_max : 0;
+  const bool has = (kept ? bins[t].count > 0 : t == state.floor_bin && state.floor_count > 0) &&
+                   double(top) >= min_weight;
+  if (t == 0) s.last_bin = 0;
+  __syncthreads();
+  if (has) atomicMax(&s.last_bin, t);
+  __syncthreads();
+  const int bin = s.last_bin;
+  __syncthreads();
+  return bin;
 }
 
-__global__ void __launch_bounds__(kLogprobThreads)
-    token_logprobs_kernel(const float* logits, int64_t vocab, const int32_t* ids, int64_t top, float* logprobs,
-                          int32_t* top_ids) {
-  cuda::start_kernel();
-  __shared__ float reduce[kLogprobThreads / 32];
-  __shared__ double partials[kLogprobThreads / 32];
-  __shared__ float pick_value[kLogprobThreads / 32];
-  __shared__ int32_t pick_id[kLogprobThreads / 32];
-  const float* row = logits + int64_t(blockIdx.x) * vocab;
-  float top_value = -INFINITY;
-  for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) top_value = fmaxf(top_value, row[i]);
-  top_value = cuda::block_max<kLogprobThreads>(top_value, reduce);
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) sum += exp(double(row[i]) - double(top_value));
-  const double log_sum = double(top_value) + log(block_sum_double(sum, partials));
-  float* out = logprobs + int64_t(blockIdx.x) * (1 + top);
-  if (threadIdx.x == 0) out[0] = float(double(row[ids[blockIdx.x]]) - log_sum);
-  float last = INFINITY;
-  int32_t last_id = -1;
-  for (int64_t j = 0; j < top; ++j) {
-    float best = -INFINITY;
-    int32_t best_id = -1;
-    for (int64_t i = threadIdx.x; i < vocab; i += kLogprobThreads) {
-      const float v = isnan(row[i]) ? -INFINITY : row[i];
-      const bool after = v < last || (v == last && int32_t(i) > last_id);
-      if (after && ranks_before(v, int32_t(i), best, best_id)) best = v, best_id = int32_t(i);
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int32_t other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-      if (other_id >= 0 && ranks_before(other, other_id, best, best_id)) best = other, best_id = other_id;
-    }
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) pick_value[threadIdx.x / 32] = best, pick_id[threadIdx.x / 32] = best_id;
-    __syncthreads();
-    best = pick_value[0], best_id = pick_id[0];
-    for (int w = 1; w < kLogprobThreads / 32; ++w)
-      if (pick_id[w] >= 0 && ranks_before(pick_value[w], pick_id[w], best, best_id))
-        best = pick_value[w], best_id = pick_id[w];
-    if (threadIdx.x == 0) {
-      out[1 + j] = best_id < 0 ? -INFINITY : float(double(best) - log_sum);
-      top_ids[int64_t(blockIdx.x) * top + j] = best_id < 0 ? 0 : best_id;
-    }
-    last = best, last_id = best_id < 0 ? int32_t(vocab) : best_id;
+// The floor moves to `key` in `bin`, whose candidates the list holds: their partials.
+__device__ void set_floor(Shared& s, RowState& state, const Candidate* list, int n, uint64_t key, int bin) {
+  const WideSum weight = kept_sum(s, list, n, key);
+  if (threadIdx.x == 0) s.count_sum = 0, s.max_weight = 0;
+  __syncthreads();
+  unsigned long long count = 0, top = 0;
+  for (int i = int(threadIdx.x); i < n; i += kThreads)
+    if (list[i].key >= key) ++count, top = max(top, (unsigned long long)list[i].weight);
+  atomicAdd(&s.count_sum, count);
+  atomicMax(&s.max_weight, top);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    state.floor_key = key, state.floor_bin = bin, state.floor_weight = weight;
+    state.floor_count = s.count_sum, state.floor_max = s.max_weight;
   }
+  __syncthreads();
 }
 
-// One thread per edit: edited_logit (sampling/logit_edits.h), each product, quotient and sum
-// rounded on its own as the host's are (no contraction into fused multiply-adds).
-__global__ void edit_logits_kernel(float* logits, int64_t vocab, const LogitEdit* edits, int64_t n) {
+// One block per row, launched once after hist_kernel and once after each collect_kernel: takes
+// the row's steps (sampler.h step 3's filters, then step 4's draw) as far as the candidates of
+// the bins already collected allow, asks for the next bin's where a step needs another, and
+// writes the id once the draw is made. Greedy rows write their argmax.
+__global__ void __launch_bounds__(kThreads)
+    finish_kernel(const float* logits, int64_t vocab, const RowSettings* settings,
+                  const unsigned long long* best_keys, const HistBin* hist, RowState* states, Candidate* lists,
+                  int32_t* ids) {
   cuda::start_kernel();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const LogitEdit e = edits[i];
-  float* logit = logits + int64_t(e.row) * vocab + e.token;
-  float x = *logit;
-  if (e.repetition != 1.0f && e.in_context) x = x > 0.0f ? __fdiv_rn(x, e.repetition) : __fmul_rn(x, e.repetition);
-  x = __fsub_rn(x, __fmul_rn(e.presence, e.count > 0.0f ? 1.0f : 0.0f));
-  x = __fsub_rn(x, __fmul_rn(e.frequency, e.count));
-  *logit = __fadd_rn(x, e.bias);
-}
-
-// One thread per (token, masked row): a token whose bit is 0 gets -inf.
-__global__ void mask_logits_kernel(float* logits, int64_t vocab, const int32_t* rows, const uint32_t* bits,
-                                   int64_t words) {
-  cuda::start_kernel();
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= vocab) return;
-  const uint32_t word = bits[int64_t(blockIdx.y) * words + (t >> 5)];
-  if (!((word >> (t & 31)) & 1)) logits[int64_t(rows[blockIdx.y]) * vocab + t] = -INFINITY;
+  __shared__ Shared s;
+  __shared__ RowState state;
+  const int64_t row = blockIdx.x;
+  const RowSettings settings_row = settings[row];
+  const unsigned long long best = row_best(best_keys, row);
+  if (best == 0 || settings_row.temperature == 0.0) {  // greedy, or every logit NaN or -inf: token 0
+    if (threadIdx.x == 0) ids[row] = best == 0 ? 0 : key_id(best);
+    return;
+  }
+  if (threadIdx.x == 0) state = states[row], state.collect = 0;
+  __syncthreads();
+  if (state.step == kDone) return;
+  const HistBin* bins = hist + row * kHistBins;
+  Candidate* list = lists + row * 3 * vocab;
+  Candidate* work_a = list + vocab;
+  Candidate* work_b = work_a + vocab;
+  const int n = state.list_count;
+  // A step whose boundary lies in `bin`: true when the list holds that bin's candidates; else
+  // asks for them and the row waits for the next launch.
+  auto have = [&](int bin) {
+    const bool held = bin == state.list_bin;
+    __syncthreads();  // every thread has read list_bin
+    if (!held && threadIdx.x == 0) state.list_bin = bin, state.list_count = 0, state.collect = 1;
+    return held;
+  };
+  // The floor among the list's candidates (its bin's keys are all kept above the floor's bin).
+  auto list_floor = [&](int bin) { return bin == state.floor_bin ? state.floor_key : uint64_t(0); };
+  bool waiting = false;
+  while (!waiting) {
+    __syncthreads();  // thread 0's last writes to state are seen
+    const int step = state.step;
+    if (step == kDone) break;
+    if (step == kTopK) {
+      const WideSum count = kept_total(s, bins, state, true);
+      if (settings_row.top_k > 0 && WideSum(settings_row.top_k) < count) {
+        const BinPick at = find_bin(s, bins, state, WideSum(settings_row.top_k), true);
+        if (!have(at.bin)) { waiting = true; continue; }
+        const Picked picked =
+            select(s, list, n, list_floor(at.bin), WideSum(settings_row.top_k) - at.before, true, work_a, work_b);
+        set_floor(s, state, list, n, picked.key, at.bin);
+      }
+    } else if (step == kTopP) {
+      if (__uint_as_float(settings_row.top_p_bits) < 1.0f) {
+        const WideSum goal = draw::mass_threshold(settings_row.top_p_bits, kept_total(s, bins, state, false));
+        const BinPick at = find_bin(s, bins, state, goal, false);
+        if (!have(at.bin)) { waiting = true; continue; }
+        const Picked picked = select(s, list, n, list_floor(at.bin), goal - at.before, false, work_a, work_b);
+        set_floor(s, state, list, n, picked.key, at.bin);
+      }
+    } else if (step == kMinP) {
+      if (settings_row.min_p > 0.0f) {
+        // Weights fall along the order, so the keys of weight >= min_p * 2^52 are a prefix too.
+        const double min_weight = double(settings_row.min_p) * 0x1p52;
+        const int bin = min_p_bin(s, bins, state, min_weight);
+        if (!have(bin)) { waiting = true; continue; }
+        set_floor(s, state, list, n, smallest_key(s, list, n, list_floor(bin), min_weight), bin);
+      }
+    } else {
+      // Step 4: the first kept token whose prefix sum exceeds floor(r * total / 2^53).
+      const auto r = uint64_t(uniform_at(settings_row.seed, uint64_t(settings_row.position), Sampler::kTokenStream) *
+                              0x1p53);
+      const WideSum goal = draw::scale_by_draw(r, kept_total(s, bins, state, false)) + 1;
+      const BinPick at = find_bin(s, bins, state, goal, false);
+      if (!have(at.bin)) { waiting = true; continue; }
+      const Picked picked = select(s, list, n, list_floor(at.bin), goal - at.before, false, work_a, work_b);
+      if (threadIdx.x == 0) ids[row] = key_id(picked.key);
+    }
+    if (threadIdx.x == 0) ++state.step;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) states[row] = state;
 }
 
 }  // namespace
 
 namespace cuda {
-
-void mask_logits(Context& context, const Tensor& logits, const std::vector<int32_t>& rows,
-                 const std::vector<uint32_t>& bits) {
-  if (rows.empty()) return;
-  const int64_t n = int64_t(rows.size()), vocab = logits.cols(), words = (vocab + 31) / 32;
-  require(int64_t(bits.size()) == n * words, "mask_logits: one mask per row");
-  Tensor staged;
-  staged.dtype = DType::i32;
-  staged.shape = {n + n * words};
-  staged.data = context.scratch.sample.masks.get(context.launches, staged.bytes());
-  std::vector<int32_t> host(size_t(n + n * words));
-  std::copy(rows.begin(), rows.end(), host.begin());
-  std::memcpy(host.data() + n, bits.data(), bits.size() * sizeof(uint32_t));
-  context.upload(staged, host.data());
-  const int32_t* device_rows = static_cast<const int32_t*>(staged.data);
-  launch(mask_logits_kernel, dim3(unsigned(blocks_for(vocab, 256)), unsigned(n)), 256, 0, context.launches,
-         ptr<float>(logits), vocab, device_rows, reinterpret_cast<const uint32_t*>(device_rows + n), words);
-}
-
-void edit_logits(Context& context, const Tensor& logits, const std::vector<LogitEdit>& edits) {
-  if (edits.empty()) return;
-  const int64_t n = int64_t(edits.size());
-  Tensor staged;
-  staged.dtype = DType::i32;
-  staged.shape = {n * int64_t(sizeof(LogitEdit) / 4)};
-  staged.data = context.scratch.sample.edits.get(context.launches, staged.bytes());
-  context.upload(staged, edits.data());
-  launch(edit_logits_kernel, blocks_for(n, 256), 256, 0, context.launches, ptr<float>(logits), logits.cols(),
-         static_cast<const LogitEdit*>(staged.data), n);
-}
 
 void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>& rows, const Tensor& ids) {
   const int64_t n = logits.rows(), vocab = logits.cols();
@@ -459,13 +602,35 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
   settings.data = settings_at;
   auto* best_keys = reinterpret_cast<unsigned long long*>(settings_at + settings.bytes());
   context.upload(settings, host.data());
-  auto* lists = any_sampled ? static_cast<Candidate*>(context.scratch.sample.lists.get(
-                                  context.launches, size_t(n * 3 * vocab) * sizeof(Candidate)))
-                            : nullptr;
+  if (!any_sampled) {
+    launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits),
+           vocab, best_keys, static_cast<HistBin*>(nullptr), static_cast<RowState*>(nullptr));
+    launch(greedy_kernel, blocks_for(n, 128), 128, 0, context.launches, static_cast<const unsigned long long*>(best_keys),
+           n, ptr<int32_t>(ids));
+    return;
+  }
+  auto* lists =
+      static_cast<Candidate*>(context.scratch.sample.lists.get(context.launches, size_t(n * 3 * vocab) * sizeof(Candidate)));
+  auto* states = static_cast<RowState*>(context.scratch.sample.bins.get(
+      context.launches, size_t(n) * (sizeof(RowState) + kHistBins * sizeof(HistBin))));
+  auto* hist = reinterpret_cast<HistBin*>(states + n);
+  // Blocks a row for the passes over the vocabulary: enough for the whole device at few rows.
+  const int parts = int(std::clamp<int64_t>(512 / n, 2, 32));
+  const dim3 part_grid{unsigned(parts), unsigned(n)};
+  const auto* row_settings = static_cast<const RowSettings*>(settings.data);
   launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
-         best_keys);
-  launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
-         static_cast<const RowSettings*>(settings.data), best_keys, lists, ptr<int32_t>(ids));
+         best_keys, hist, states);
+  launch(hist_kernel, part_grid, kPartThreads, 0, context.launches, ptr<float>(logits), vocab, parts, row_settings,
+         static_cast<const unsigned long long*>(best_keys), hist);
+  // Each of the four steps may ask for one bin's candidates: a collect, then a finish, for each.
+  for (int pass = 0; pass <= 4; ++pass) {
+    if (pass > 0)
+      launch(collect_kernel, part_grid, kPartThreads, 0, context.launches, ptr<float>(logits), vocab, parts,
+             row_settings, static_cast<const unsigned long long*>(best_keys), states, lists);
+    launch(finish_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab, row_settings,
+           static_cast<const unsigned long long*>(best_keys), static_cast<const HistBin*>(hist), states, lists,
+           ptr<int32_t>(ids));
+  }
 }
 
 void argmax(Context& context, const Tensor& logits, const Tensor& ids) {
@@ -475,18 +640,9 @@ void argmax(Context& context, const Tensor& logits, const Tensor& ids) {
   auto* best_keys = static_cast<unsigned long long*>(
       context.scratch.sample.best_keys.get(context.launches, size_t(n) * kBestParts * sizeof(unsigned long long)));
   launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
-         best_keys);
-  launch(sample_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab,
-         static_cast<const RowSettings*>(nullptr), static_cast<const unsigned long long*>(best_keys),
-         static_cast<Candidate*>(nullptr), ptr<int32_t>(ids));
-}
-
-void token_logprobs(Context& context, const Tensor& logits, const Tensor& ids, const Tensor& logprobs,
-                    const Tensor& top_ids) {
-  const int64_t n = logits.rows();
-  if (n == 0) return;
-  launch(token_logprobs_kernel, unsigned(n), kLogprobThreads, 0, context.launches, ptr<float>(logits), logits.cols(),
-         ptr<int32_t>(ids), top_ids.cols(), ptr<float>(logprobs), ptr<int32_t>(top_ids));
+         best_keys, static_cast<HistBin*>(nullptr), static_cast<RowState*>(nullptr));
+  launch(greedy_kernel, blocks_for(n, 128), 128, 0, context.launches, static_cast<const unsigned long long*>(best_keys),
+         n, ptr<int32_t>(ids));
 }
 
 }  // namespace cuda
