@@ -12,8 +12,9 @@
 //
 // A sampled row is spread over many blocks, so a 131,072-entry vocabulary costs a round a few
 // microseconds rather than one block's pass over it all: the tokens of nonzero weight are
-// binned by their distance below the top logit in units of the temperature (a monotone
-// function of the rank key, so each bin holds a run of the rank order), every block of the row
+// binned by their distance below the top logit over the temperature, 1,024 bins spread over
+// the row's range (a monotone function of the rank key, so each bin holds a run of the rank
+// order), every block of the row
 // adding its part's counts, weights and largest weight to the row's bins (hist_kernel). Each
 // step of the rule (top-k, top-p, min-p, the draw) then finds from the bins which one its
 // boundary falls in (finish_kernel), has the blocks collect that bin's candidates
@@ -249,13 +250,11 @@ __device__ unsigned long long warp_max_key(unsigned long long v) {
 constexpr int kBestParts = 32;
 constexpr int kBestThreads = 256;
 
-// A sampled row's bins: the tokens of nonzero weight by (max - logit) / temperature, kBinsPerUnit
-// bins a unit; a weight is nonzero only up to -kZeroWeightExponent units below the top, so the
-// bins reach past every candidate. Bin 0 holds the top.
+// A sampled row's bins: the tokens of nonzero weight by (max - logit) / temperature, the bins
+// spread evenly over the row's candidates (down to its lowest logit, or to
+// -kZeroWeightExponent units below the top, where weights reach 0). Bin 0 holds the top.
 constexpr int kHistBins = 1024;
-constexpr double kBinsPerUnit = 27.0;
 static_assert(kHistBins == kThreads, "find_bin gives each thread of a block one bin");
-static_assert(kHistBins / kBinsPerUnit > -draw::kZeroWeightExponent, "the bins reach every nonzero weight");
 static_assert(kHistBins % kBestParts == 0, "best_key_kernel's blocks clear the bins in equal shares");
 
 struct HistBin {
@@ -276,12 +275,22 @@ struct RowState {
   int list_count;  // how many (collect_kernel counts them in)
   int collect;     // 1: collect_kernel is to fill the list with list_bin's candidates
   int padding[3];
+  float lows[kBestParts];  // each part's lowest logit above -inf (+inf if none): best_key_kernel's
 };
 
+// How many bins a unit of (max - logit) / temperature takes in this row.
+__device__ double bins_per_unit(const RowState& state, float max_logit, double temperature) {
+  float lowest = INFINITY;
+  for (int part = 0; part < kBestParts; ++part) lowest = fminf(lowest, state.lows[part]);
+  // (fmin takes the bound where the spread is NaN: every logit +inf)
+  const double spread = fmin((double(max_logit) - double(lowest)) / temperature, -draw::kZeroWeightExponent);
+  return spread > 0.0 ? double(kHistBins) / spread : 1.0;
+}
+
 // The bin of a token of nonzero weight: monotone in its logit, so in its rank key.
-__device__ int bin_of(float logit, float max_logit, double temperature) {
+__device__ int bin_of(float logit, float max_logit, double temperature, double per_unit) {
   if (max_logit == INFINITY) return 0;  // every candidate is +inf
-  const double scaled = (double(max_logit) - double(logit)) / temperature * kBinsPerUnit;
+  const double scaled = (double(max_logit) - double(logit)) / temperature * per_unit;
   return scaled >= double(kHistBins - 1) ? kHistBins - 1 : int(scaled);
 }
 
@@ -291,28 +300,32 @@ __global__ void best_key_kernel(const float* logits, int64_t vocab, unsigned lon
                                 RowState* states) {
   cuda::start_kernel();
   __shared__ unsigned long long warp_best[kBestThreads / 32];
+  __shared__ float warp_low[kBestThreads / 32];
   const float* x = logits + int64_t(blockIdx.y) * vocab;
   if (hist) {
     constexpr int kShare = kHistBins / kBestParts;
     HistBin* bins = hist + int64_t(blockIdx.y) * kHistBins + blockIdx.x * kShare;
     for (int b = int(threadIdx.x); b < kShare; b += kBestThreads) bins[b] = HistBin{0, 0, 0, 0};
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      RowState state{};
-      state.step = kTopK, state.floor_bin = -1, state.list_bin = -1;
-      states[blockIdx.y] = state;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // (each block writes its own lows entry)
+      RowState& state = states[blockIdx.y];
+      state.floor_weight = 0, state.floor_key = state.floor_count = state.floor_max = 0;
+      state.step = kTopK, state.floor_bin = -1, state.list_bin = -1, state.list_count = 0, state.collect = 0;
     }
   }
   const int64_t part = (vocab + kBestParts - 1) / kBestParts;
   const int64_t begin = int64_t(blockIdx.x) * part, end = cuda::min64(vocab, begin + part);
   unsigned long long best = 0;
+  float low = INFINITY;
   for (int64_t i = begin + threadIdx.x; i < end; i += kBestThreads)
-    if (x[i] > -INFINITY) best = max(best, (unsigned long long)rank_key(x[i], int32_t(i)));
+    if (x[i] > -INFINITY) best = max(best, (unsigned long long)rank_key(x[i], int32_t(i))), low = fminf(low, x[i]);
   best = warp_max_key(best);
-  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
+  for (int offset = 16; offset > 0; offset >>= 1) low = fminf(low, __shfl_xor_sync(0xffffffffu, low, offset));
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best, warp_low[threadIdx.x / 32] = low;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kBestThreads / 32; ++w) best = max(best, warp_best[w]);
+    for (int w = 1; w < kBestThreads / 32; ++w) best = max(best, warp_best[w]), low = fminf(low, warp_low[w]);
     best_keys[int64_t(blockIdx.y) * kBestParts + blockIdx.x] = best;
+    if (states) states[blockIdx.y].lows[blockIdx.x] = low;
   }
 }
 
@@ -344,7 +357,7 @@ constexpr int kPartThreads = 256;
 // bins (block-wide sums in shared memory, then one global atomic each per bin the part touches).
 __global__ void __launch_bounds__(kPartThreads)
     hist_kernel(const float* logits, int64_t vocab, int parts, const RowSettings* settings,
-                const unsigned long long* best_keys, HistBin* hist) {
+                const unsigned long long* best_keys, const RowState* states, HistBin* hist) {
   cuda::start_kernel();
   __shared__ HistBin bins[kHistBins];
   const int64_t row = blockIdx.y;
@@ -355,13 +368,14 @@ __global__ void __launch_bounds__(kPartThreads)
   __syncthreads();
   const float* x = logits + row * vocab;
   const float max_logit = x[key_id(best)];
+  const double per_unit = bins_per_unit(states[row], max_logit, temperature);
   int64_t begin, end;
   part_range(vocab, parts, begin, end);
   for (int64_t i = begin + threadIdx.x; i < end; i += kPartThreads) {
     const float logit = x[i];
     const uint64_t w = weight_of(logit, max_logit, temperature);
     if (w == 0) continue;
-    HistBin& bin = bins[bin_of(logit, max_logit, temperature)];
+    HistBin& bin = bins[bin_of(logit, max_logit, temperature, per_unit)];
     atomicAdd(&bin.count, 1ull);
     atomicAdd(&bin.high, (unsigned long long)(w >> 32));
     atomicAdd(&bin.low, (unsigned long long)(w & 0xffffffffu));
@@ -393,6 +407,7 @@ __global__ void __launch_bounds__(kPartThreads)
   const int want = state->list_bin;
   const float* x = logits + row * vocab;
   const float max_logit = x[key_id(best)];
+  const double per_unit = bins_per_unit(*state, max_logit, temperature);
   Candidate* list = lists + row * 3 * vocab;
   int64_t begin, end;
   part_range(vocab, parts, begin, end);
@@ -401,7 +416,7 @@ __global__ void __launch_bounds__(kPartThreads)
     const int64_t i = base + threadIdx.x;
     const float logit = i < end ? x[i] : -INFINITY;
     const uint64_t w = weight_of(logit, max_logit, temperature);
-    const bool in = w != 0 && bin_of(logit, max_logit, temperature) == want;
+    const bool in = w != 0 && bin_of(logit, max_logit, temperature, per_unit) == want;
     append(list, &state->list_count, in, Candidate{rank_key(logit, int32_t(i)), w});
   }
 }
@@ -586,9 +601,13 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
   if (n == 0) return;
   std::vector<RowSettings> host(static_cast<size_t>(n));
   bool any_sampled = false;  // greedy rows need no candidate lists
+  int collects = 0;          // the most steps a row takes
   for (int64_t r = 0; r < n; ++r) {
-    any_sampled = any_sampled || rows[size_t(r)].params.temperature != 0.0f;
     const SamplingParams& p = rows[size_t(r)].params;
+    if (p.temperature != 0.0f) {
+      any_sampled = true;
+      collects = std::max(collects, 1 + int(p.top_k > 0) + int(p.top_p < 1.0f) + int(p.min_p > 0.0f));
+    }
     uint32_t top_p_bits = 0;
     std::memcpy(&top_p_bits, &p.top_p, sizeof top_p_bits);
     host[size_t(r)] = {double(p.temperature), p.seed, rows[size_t(r)].position, top_p_bits, p.min_p, p.top_k, 0};
@@ -621,9 +640,10 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
   launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
          best_keys, hist, states);
   launch(hist_kernel, part_grid, kPartThreads, 0, context.launches, ptr<float>(logits), vocab, parts, row_settings,
-         static_cast<const unsigned long long*>(best_keys), hist);
-  // Each of the four steps may ask for one bin's candidates: a collect, then a finish, for each.
-  for (int pass = 0; pass <= 4; ++pass) {
+         static_cast<const unsigned long long*>(best_keys), static_cast<const RowState*>(states), hist);
+  // Each step a row takes (its filters, then the draw) may ask for one bin's candidates: a
+  // collect, then a finish, for each.
+  for (int pass = 0; pass <= collects; ++pass) {
     if (pass > 0)
       launch(collect_kernel, part_grid, kPartThreads, 0, context.launches, ptr<float>(logits), vocab, parts,
              row_settings, static_cast<const unsigned long long*>(best_keys), states, lists);
