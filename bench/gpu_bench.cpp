@@ -440,8 +440,13 @@ int main(int argc, char** argv) {
   }
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
+    char sampling[160];
+    std::snprintf(sampling, sizeof sampling, "temperature %g, top_k %d, top_p %g, min_p %g",
+                  double(flags.sampling.temperature), flags.sampling.top_k, double(flags.sampling.top_p),
+                  double(flags.sampling.min_p));
     out << "{\"model\": \"" << flags.model << "\", \"relaxed\": " << (flags.relaxed ? "true" : "false")
-        << ", \"device\": \"" << cuda.device_name()
+        << ", \"sampling\": \"" << (flags.sampling.temperature > 0.0f ? sampling : "greedy")
+        << "\", \"device\": \"" << cuda.device_name()
         << "\", \"copy_gb_per_s\": " << copy << ", \"fill_tokens\": " << flags.fill
         << ", \"fill_tok_per_s\": " << fill_rate << ", \"levels\": [";
     for (size_t i = 0; i < results.size(); ++i)
