@@ -134,6 +134,26 @@ struct Q45K {
     w0 = look_up(q0, low, high);
     w1 = look_up(q1, low, high);
   }
+  // Q4_K, pairs j and j + 1 (j even): sub-blocks 2s and 2s + 1, whose codes are the low and the
+  // high nibbles of the same 32 bytes, widened once for both (one-row tiles).
+  void two(const std::byte* row, int64_t j, __m512 (&w)[4]) const
+    requires(!kFive)
+  {
+    const std::byte* block = row + (j / 8) * 144;
+    const int sub = int(j % 8);
+    float scale0, min0, scale1, min1;
+    k_scale_min(block, sub, scale0, min0);
+    k_scale_min(block, sub + 1, scale1, min1);
+    const __m512 table0 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale0), codes_0_15()), _mm512_set1_ps(min0));
+    const __m512 table1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale1), codes_0_15()), _mm512_set1_ps(min1));
+    const std::byte* qs = block + 16 + 32 * (sub / 2);
+    const __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
+    w[0] = _mm512_permutexvar_ps(wide0, table0);
+    w[1] = _mm512_permutexvar_ps(wide1, table0);
+    w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide0, 4), table1);
+    w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide1, 4), table1);
+  }
 };
 
 // Q6_K (q6k_pair).
@@ -226,6 +246,24 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
   const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
+  if constexpr (R == 1 && requires(__m512 (&w)[4]) { decode.two(rows[0], int64_t(0), w); }) {
+    // Two pairs a step where the decoder shares work between them (Q4_K's sub-block pairs):
+    // the same sums in the same order, 16 values at a time.
+    for (int64_t j = 0; j < steps; j += 2) {
+      prefetch.step(j), prefetch.step(j + 1);
+      __m512 w[C][4];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) decode.two(rows[c], j, w[c]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512 xv = _mm512_loadu_ps(x + 32 * j + 16 * v);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) acc[0][c] = _mm512_fmadd_ps(xv, w[c][v], acc[0][c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) a.out[r0 * a.m + c0 + c * spacing] = _mm512_reduce_add_ps(acc[0][c]);
+    return;
+  }
   StateOf<Decode> state[C];
   for (int64_t j = 0; j < steps; ++j) {
     prefetch.step(j);
