@@ -85,18 +85,7 @@ TEST_F(CudaVsCpu, SampleMatchesTheHostSampler) {
         params.seed = seed;
         std::vector<SampleRow> rows;
         for (int64_t r = 0; r < n; ++r) rows.push_back({params, position + r});
-        Pair ids = output(DType::i32, {n});
-        cpu.sample(logits.cpu, rows, ids.cpu);
-        gpu->sample(logits.gpu, rows, ids.gpu);
-        expect_equal_ids(ids, "sample");
-        std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
-        gpu->download(together.data(), ids.gpu);
-        for (int64_t r = 0; r < n; ++r) {
-          Pair one = output(DType::i32, {1});
-          gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
-          gpu->download(alone.data(), one.gpu);
-          EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
-        }
+        expect_sampled_as_host_and_alone(logits, rows);
       }
     }
   }
@@ -132,18 +121,7 @@ TEST_F(CudaVsCpu, SampleRowsWithTheirOwnSettingsOverALargeVocabulary) {
       params.seed = uint64_t(17 + r);
       rows.push_back({params, position + r});
     }
-    Pair ids = output(DType::i32, {n});
-    cpu.sample(logits.cpu, rows, ids.cpu);
-    gpu->sample(logits.gpu, rows, ids.gpu);
-    expect_equal_ids(ids, "sample");
-    std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
-    gpu->download(together.data(), ids.gpu);
-    for (int64_t r = 0; r < n; ++r) {
-      Pair one = output(DType::i32, {1});
-      gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
-      gpu->download(alone.data(), one.gpu);
-      EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
-    }
+    expect_sampled_as_host_and_alone(logits, rows);
   }
 }
 

@@ -109,6 +109,23 @@ class CudaVsCpu : public ::testing::Test {
     EXPECT_EQ(want, got) << what;
   }
 
+  // The GPU's ids for `rows` equal the host Sampler's, and each row's id its id sampled alone.
+  void expect_sampled_as_host_and_alone(const Pair& logits, const std::vector<SampleRow>& rows) {
+    const int64_t n = int64_t(rows.size());
+    Pair ids = output(DType::i32, {n});
+    cpu.sample(logits.cpu, rows, ids.cpu);
+    gpu->sample(logits.gpu, rows, ids.gpu);
+    expect_equal_ids(ids, "sample");
+    std::vector<int32_t> together(static_cast<size_t>(n)), alone(1);
+    gpu->download(together.data(), ids.gpu);
+    for (int64_t r = 0; r < n; ++r) {
+      Pair one = output(DType::i32, {1});
+      gpu->sample(logits.gpu.view().first_dim_slice(r, 1), {rows[size_t(r)]}, one.gpu);
+      gpu->download(alone.data(), one.gpu);
+      EXPECT_EQ(alone[0], together[size_t(r)]) << "row " << r << " alone";
+    }
+  }
+
   CpuBackend cpu{0};
   std::unique_ptr<Backend> gpu;
   std::mt19937 rng{20261202};
