@@ -99,17 +99,20 @@ struct Affine {
   }
 };
 
-// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes, d1 * float(q) - m1 (two
+// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes, scale * float(q) - min (two
 // roundings) looked up in the sub-block's table.
 template <bool kFive>
 struct Q45K {
+  // A sub-block's 16 values of codes 0 to 15 (or `codes` 16 to 31): scale * float(q) - min.
+  static __m512 table(float scale, float min, __m512 codes = codes_0_15()) {
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale), codes), _mm512_set1_ps(min));
+  }
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
     const KSubBlock b = k_sub_block<kFive>(row, j);
     const std::byte* block = b.block;
     const int sub = b.sub;
-    const __m512 d1 = _mm512_set1_ps(b.scale), m1 = _mm512_set1_ps(b.min);
     const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
-    const __m512 low = _mm512_sub_ps(_mm512_mul_ps(d1, codes_0_15()), m1);
+    const __m512 low = table(b.scale, b.min);
     if constexpr (!kFive) {
       // The look-up reads an index's low 4 bits only: the high nibbles are shifted down, no mask.
       __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
@@ -130,7 +133,7 @@ struct Q45K {
     const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
     q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
     q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
-    const __m512 high = _mm512_sub_ps(_mm512_mul_ps(d1, codes_16_31()), m1);
+    const __m512 high = table(b.scale, b.min, codes_16_31());
     w0 = look_up(q0, low, high);
     w1 = look_up(q1, low, high);
   }
@@ -144,8 +147,7 @@ struct Q45K {
     float scale0, min0, scale1, min1;
     k_scale_min(block, sub, scale0, min0);
     k_scale_min(block, sub + 1, scale1, min1);
-    const __m512 table0 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale0), codes_0_15()), _mm512_set1_ps(min0));
-    const __m512 table1 = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale1), codes_0_15()), _mm512_set1_ps(min1));
+    const __m512 table0 = table(scale0, min0), table1 = table(scale1, min1);
     const std::byte* qs = block + 16 + 32 * (sub / 2);
     const __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
     const __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
