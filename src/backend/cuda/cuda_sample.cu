@@ -59,8 +59,9 @@ static_assert(kHistBins == kThreads, "find_bin gives each thread of a block one 
 static_assert(kHistBins % kBestParts == 0, "best_key_kernel's blocks clear the bins in equal shares");
 
 struct HistBin {
-  unsigned long long count, high, low;  // the tokens, and the sums of weight >> 32 and of weight & 0xffffffff
-  unsigned long long max_weight;
+  unsigned long long high, low;  // the sums of weight >> 32 and of weight & 0xffffffff
+  unsigned count;                // the tokens
+  unsigned top;                  // the order bits (rank_key >> 32) of the bin's largest logit
 };
 
 // Where a sampled row stands between finish_kernel's launches. The kept candidates are the keys
@@ -79,19 +80,27 @@ struct RowState {
   float lows[kBestParts];  // each part's lowest logit above -inf (+inf if none): best_key_kernel's
 };
 
-// How many bins a unit of (max - logit) / temperature takes in this row.
-__device__ double bins_per_unit(const RowState& state, float max_logit, double temperature) {
+// A row's bins: bin_of(logit) = (max - logit) * per_logit, the 1,024 bins spread over the
+// row's candidates (down to its lowest logit, or to -kZeroWeightExponent temperatures below
+// the top, where weights reach 0). The same arithmetic in every kernel, so the same bins.
+struct BinScale {
+  double max_logit;
+  double per_logit;  // 0 when the top is +inf: every candidate is +inf, in bin 0
+};
+
+__device__ BinScale bin_scale(const RowState& state, float max_logit, double temperature) {
+  if (max_logit == INFINITY) return {0.0, 0.0};
   float lowest = INFINITY;
   for (int part = 0; part < kBestParts; ++part) lowest = fminf(lowest, state.lows[part]);
-  // (fmin takes the bound where the spread is NaN: every logit +inf)
   const double spread = fmin((double(max_logit) - double(lowest)) / temperature, -draw::kZeroWeightExponent);
-  return spread > 0.0 ? double(kHistBins) / spread : 1.0;
+  const double per_unit = spread > 0.0 ? double(kHistBins) / spread : 1.0;
+  return {double(max_logit), per_unit / temperature};
 }
 
 // The bin of a token of nonzero weight: monotone in its logit, so in its rank key.
-__device__ int bin_of(float logit, float max_logit, double temperature, double per_unit) {
-  if (max_logit == INFINITY) return 0;  // every candidate is +inf
-  const double scaled = (double(max_logit) - double(logit)) / temperature * per_unit;
+__device__ int bin_of(float logit, const BinScale& scale) {
+  if (scale.per_logit == 0.0) return 0;
+  const double scaled = (scale.max_logit - double(logit)) * scale.per_logit;
   return scaled >= double(kHistBins - 1) ? kHistBins - 1 : int(scaled);
 }
 
@@ -169,18 +178,18 @@ __global__ void __launch_bounds__(kPartThreads)
   __syncthreads();
   const float* x = logits + row * vocab;
   const float max_logit = x[key_id(best)];
-  const double per_unit = bins_per_unit(states[row], max_logit, temperature);
+  const BinScale scale = bin_scale(states[row], max_logit, temperature);
   int64_t begin, end;
   part_range(vocab, parts, begin, end);
   for (int64_t i = begin + threadIdx.x; i < end; i += kPartThreads) {
     const float logit = x[i];
     const uint64_t w = weight_of(logit, max_logit, temperature);
     if (w == 0) continue;
-    HistBin& bin = bins[bin_of(logit, max_logit, temperature, per_unit)];
-    atomicAdd(&bin.count, 1ull);
+    HistBin& bin = bins[bin_of(logit, scale)];
+    atomicAdd(&bin.count, 1u);
+    atomicMax(&bin.top, unsigned(rank_key(logit, 0) >> 32));
     atomicAdd(&bin.high, (unsigned long long)(w >> 32));
     atomicAdd(&bin.low, (unsigned long long)(w & 0xffffffffu));
-    atomicMax(&bin.max_weight, (unsigned long long)w);
   }
   __syncthreads();
   HistBin* out = hist + row * kHistBins;
@@ -188,9 +197,9 @@ __global__ void __launch_bounds__(kPartThreads)
     const HistBin mine = bins[b];
     if (mine.count == 0) continue;
     atomicAdd(&out[b].count, mine.count);
+    atomicMax(&out[b].top, mine.top);
     atomicAdd(&out[b].high, mine.high);
     atomicAdd(&out[b].low, mine.low);
-    atomicMax(&out[b].max_weight, mine.max_weight);
   }
 }
 
@@ -208,7 +217,7 @@ __global__ void __launch_bounds__(kPartThreads)
   const int want = state->list_bin;
   const float* x = logits + row * vocab;
   const float max_logit = x[key_id(best)];
-  const double per_unit = bins_per_unit(*state, max_logit, temperature);
+  const BinScale scale = bin_scale(*state, max_logit, temperature);
   Candidate* list = lists + row * 3 * vocab;
   int64_t begin, end;
   part_range(vocab, parts, begin, end);
@@ -216,8 +225,9 @@ __global__ void __launch_bounds__(kPartThreads)
   for (int64_t base = begin; base < end; base += kPartThreads) {
     const int64_t i = base + threadIdx.x;
     const float logit = i < end ? x[i] : -INFINITY;
-    const uint64_t w = weight_of(logit, max_logit, temperature);
-    const bool in = w != 0 && bin_of(logit, max_logit, temperature, per_unit) == want;
+    const bool mine = i < end && logit > -INFINITY && bin_of(logit, scale) == want;  // (NaN fails)
+    const uint64_t w = mine ? weight_of(logit, max_logit, temperature) : 0;
+    const bool in = w != 0;
     append(list, &state->list_count, in, Candidate{rank_key(logit, int32_t(i)), w});
   }
 }
@@ -273,12 +283,17 @@ __device__ WideSum kept_total(Shared& s, const HistBin* bins, const RowState& st
 
 // The lowest-ranked bin at or above the floor's with a kept weight >= min_weight (min-p's
 // floor lies in it).
-__device__ int min_p_bin(Shared& s, const HistBin* bins, const RowState& state, double min_weight) {
+__device__ int min_p_bin(Shared& s, const HistBin* bins, const RowState& state, double min_weight, float max_logit,
+                         double temperature) {
   const int t = int(threadIdx.x);
   const bool kept = state.floor_bin < 0 || t < state.floor_bin;
-  const unsigned long long top = kept ? bins[t].max_weight : t == state.floor_bin ? state.floor_max : 0;
-  const bool has = (kept ? bins[t].count > 0 : t == state.floor_bin && state.floor_count > 0) &&
-                   double(top) >= min_weight;
+  // A bin's largest weight is its top logit's (the bin's keys >= the floor, in the floor's).
+  uint64_t top = 0;
+  if (kept && bins[t].count > 0)
+    top = weight_of(__uint_as_float(order_bits_to_float_bits(bins[t].top)), max_logit, temperature);
+  else if (t == state.floor_bin)
+    top = state.floor_max;
+  const bool has = double(top) >= min_weight && top != 0;
   if (t == 0) s.last_bin = 0;
   __syncthreads();
   if (has) atomicMax(&s.last_bin, t);
@@ -368,7 +383,8 @@ __global__ void __launch_bounds__(kThreads)
       if (settings_row.min_p > 0.0f) {
         // Weights fall along the order, so the keys of weight >= min_p * 2^52 are a prefix too.
         const double min_weight = double(settings_row.min_p) * 0x1p52;
-        const int bin = min_p_bin(s, bins, state, min_weight);
+        const int bin = min_p_bin(s, bins, state, min_weight, logits[row * vocab + key_id(best)],
+                                  settings_row.temperature);
         if (!have(bin)) { waiting = true; continue; }
         set_floor(s, state, list, n, smallest_key(s, list, n, list_floor(bin), min_weight), bin);
       }
@@ -431,7 +447,7 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
       context.launches, size_t(n) * (sizeof(RowState) + kHistBins * sizeof(HistBin))));
   auto* hist = reinterpret_cast<HistBin*>(states + n);
   // Blocks a row for the passes over the vocabulary: enough for the whole device at few rows.
-  const int parts = int(std::clamp<int64_t>(512 / n, 2, 32));
+  const int parts = int(std::clamp<int64_t>(1024 / n, 4, 128));
   const dim3 part_grid{unsigned(parts), unsigned(n)};
   const auto* row_settings = static_cast<const RowSettings*>(settings.data);
   launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,

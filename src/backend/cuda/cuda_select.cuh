@@ -28,6 +28,7 @@ struct Shared {
   unsigned long long low[kBins];   // and of weight & 0xffffffff
   WideSum before;                  // the weight of the keys ranked above the chosen digit
   unsigned long long best;         // a block-wide max or min key
+  unsigned long long top_key;      // select: the largest kept key
   int count;                       // compaction counter
   int digit;
   WideSum warp_sums[kThreads / 32];  // find_digit, find_bin: each warp's sum of its bins
@@ -44,6 +45,11 @@ __device__ inline uint64_t rank_key(float logit, int32_t id) {
 }
 
 __device__ inline int32_t key_id(uint64_t key) { return int32_t(~uint32_t(key)); }
+
+// rank_key's order bits back to the float's bits (a -0 logit comes back as +0, the same value).
+__device__ inline uint32_t order_bits_to_float_bits(uint32_t bits) {
+  return (bits & 0x80000000u) ? bits & 0x7fffffffu : ~bits;
+}
 
 // sampler.h step 1: the weight of one logit (NaN and -inf weigh 0).
 __device__ inline uint64_t weight_of(float logit, float max_logit, double temperature) {
@@ -166,8 +172,20 @@ __device__ inline Picked select(Shared& s, const Candidate* all, int n, uint64_t
                          Candidate* work_a, Candidate* work_b) {
   const Candidate* from = all;
   Candidate* to = work_a;
+  // The leading digits every kept key shares choose nothing (each such pass keeps them all and
+  // adds nothing above): start at the first digit where the smallest and largest differ.
+  if (threadIdx.x == 0) s.best = ~0ull, s.top_key = 0;
+  __syncthreads();
+  unsigned long long low = ~0ull, high = 0;
+  for (int i = int(threadIdx.x); i < n; i += kThreads)
+    if (all[i].key >= floor_key) low = min(low, (unsigned long long)all[i].key), high = max(high, (unsigned long long)all[i].key);
+  atomicMin(&s.best, low);
+  atomicMax(&s.top_key, high);
+  __syncthreads();
+  const unsigned long long differ = s.best ^ s.top_key;
+  const int first_shift = differ == 0 ? 0 : (63 - __clzll((long long)differ)) / kDigitBits * kDigitBits;
   if (threadIdx.x == 0) s.before = 0;
-  for (int shift = 64 - kDigitBits; shift >= 0; shift -= kDigitBits) {
+  for (int shift = first_shift; shift >= 0; shift -= kDigitBits) {
     for (int d = int(threadIdx.x); d < kBins; d += kThreads) s.high[d] = s.low[d] = 0;
     __syncthreads();
     for (int base = 0; base < n; base += kThreads) {
