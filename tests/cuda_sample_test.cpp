@@ -125,6 +125,31 @@ TEST_F(CudaVsCpu, SampleRowsWithTheirOwnSettingsOverALargeVocabulary) {
   }
 }
 
+// Rows whose candidate lists pass the sampler's list budget (256 MiB, about 5 rows of 2^20
+// tokens) take their steps in chunks of rows: every row as on the host and as alone, whichever
+// chunk it falls in, greedy rows among them.
+TEST_F(CudaVsCpu, SampleRowsInChunksWhenTheirListsPassTheBudget) {
+  const int64_t vocab = int64_t(1) << 20, n = 7;
+  const std::vector<SamplingParams> settings = {{1.0f},          {0.7f, 0, 0.9f}, {0.0f}, {0.8f, 50, 1.0f, 0.02f},
+                                                {1.0f, 0, 0.5f}, {1e-3f},         {1.5f, 0, 0.99f, 0.001f}};
+  std::vector<float> host(size_t(n * vocab));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < vocab; ++i) {
+      float v = normal(rng);
+      if (r % 2 == 1) v = std::round(v * 27.0f) / 27.0f;  // ties
+      host[size_t(r * vocab + i)] = r == 4 ? v * 1e-3f : v;
+    }
+  Pair logits = make(DType::f32, {n, vocab}, host.data());
+  std::vector<SampleRow> rows;
+  for (int64_t r = 0; r < n; ++r) {
+    SamplingParams params = settings[size_t(r)];
+    params.seed = uint64_t(5 + r);
+    rows.push_back({params, 40 + r});
+  }
+  expect_sampled_as_host_and_alone(logits, rows);
+}
+
 // token_logprobs against the CPU's compute_logprobs: the same alternatives in the same order
 // (ties to the lower id), values within float rounding (the GPU sums in another order), and a
 // row's first alternatives the same whatever `top` the launch has.

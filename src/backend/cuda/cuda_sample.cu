@@ -163,6 +163,10 @@ __device__ void part_range(int64_t vocab, int parts, int64_t& begin, int64_t& en
 
 constexpr int kPartThreads = 256;
 
+// The most bytes of candidate lists a sample call holds at once (about 42 rows of a
+// 131,072-token vocabulary): wider calls take their sampled steps in chunks of rows.
+constexpr int64_t kListBytes = int64_t(256) << 20;
+
 // sampler.h step 1 over a part of a sampled row: each token of nonzero weight into the row's
 // bins (block-wide sums in shared memory, then one global atomic each per bin the part touches).
 __global__ void __launch_bounds__(kPartThreads)
@@ -441,8 +445,12 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
            n, ptr<int32_t>(ids));
     return;
   }
-  auto* lists =
-      static_cast<Candidate*>(context.scratch.sample.lists.get(context.launches, size_t(n * 3 * vocab) * sizeof(Candidate)));
+  // A row's candidate lists (the collected bin, then the select's two work lists) take up to
+  // 3 * vocab candidates; rows past what kListBytes holds take their steps in later chunks.
+  const int64_t row_list = 3 * vocab;
+  const int64_t chunk = std::clamp<int64_t>(kListBytes / (row_list * int64_t(sizeof(Candidate))), 1, n);
+  auto* lists = static_cast<Candidate*>(
+      context.scratch.sample.lists.get(context.launches, size_t(chunk * row_list) * sizeof(Candidate)));
   auto* states = static_cast<RowState*>(context.scratch.sample.bins.get(
       context.launches, size_t(n) * (sizeof(RowState) + kHistBins * sizeof(HistBin))));
   auto* hist = reinterpret_cast<HistBin*>(states + n);
@@ -456,13 +464,20 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
          static_cast<const unsigned long long*>(best_keys), static_cast<const RowState*>(states), hist);
   // Each step a row takes (its filters, then the draw) may ask for one bin's candidates: a
   // collect, then a finish, for each.
-  for (int pass = 0; pass <= collects; ++pass) {
-    if (pass > 0)
-      launch(collect_kernel, part_grid, kPartThreads, 0, context.launches, ptr<float>(logits), vocab, parts,
-             row_settings, static_cast<const unsigned long long*>(best_keys), states, lists);
-    launch(finish_kernel, unsigned(n), kThreads, 0, context.launches, ptr<float>(logits), vocab, row_settings,
-           static_cast<const unsigned long long*>(best_keys), static_cast<const HistBin*>(hist), states, lists,
-           ptr<int32_t>(ids));
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t rows_here = std::min(chunk, n - first);
+    const float* chunk_logits = ptr<float>(logits) + first * vocab;
+    const RowSettings* chunk_settings = row_settings + first;
+    const auto* chunk_best = static_cast<const unsigned long long*>(best_keys) + first * kBestParts;
+    RowState* chunk_states = states + first;
+    for (int pass = 0; pass <= collects; ++pass) {
+      if (pass > 0)
+        launch(collect_kernel, dim3{unsigned(parts), unsigned(rows_here)}, kPartThreads, 0, context.launches,
+               chunk_logits, vocab, parts, chunk_settings, chunk_best, chunk_states, lists);
+      launch(finish_kernel, unsigned(rows_here), kThreads, 0, context.launches, chunk_logits, vocab, chunk_settings,
+             chunk_best, static_cast<const HistBin*>(hist + first * kHistBins), chunk_states, lists,
+             ptr<int32_t>(ids) + first);
+    }
   }
 }
 
