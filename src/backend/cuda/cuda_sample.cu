@@ -448,7 +448,8 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
   // A row's candidate lists (the collected bin, then the select's two work lists) take up to
   // 3 * vocab candidates; rows past what kListBytes holds take their steps in later chunks.
   const int64_t row_list = 3 * vocab;
-  const int64_t chunk = std::clamp<int64_t>(kListBytes / (row_list * int64_t(sizeof(Candidate))), 1, n);
+  const int64_t row_bytes = std::max<int64_t>(row_list * int64_t(sizeof(Candidate)), 1);  // (a vocabulary of 0)
+  const int64_t chunk = std::clamp<int64_t>(kListBytes / row_bytes, 1, n);
   auto* lists = static_cast<Candidate*>(
       context.scratch.sample.lists.get(context.launches, size_t(chunk * row_list) * sizeof(Candidate)));
   auto* states = static_cast<RowState*>(context.scratch.sample.bins.get(
