@@ -10,12 +10,11 @@
 // pick can differ from the host Sampler's only when a draw lands within a few units of 2^-52
 // of a boundary.
 //
-// A sampled row is spread over many blocks, so a 131,072-entry vocabulary costs a round a few
-// microseconds rather than one block's pass over it all: the tokens of nonzero weight are
-// binned by their distance below the top logit over the temperature, 1,024 bins spread over
-// the row's range (a monotone function of the rank key, so each bin holds a run of the rank
-// order), every block of the row
-// adding its part's counts, weights and largest weight to the row's bins (hist_kernel). Each
+// A sampled row is spread over many blocks rather than walked by one: the tokens of nonzero
+// weight are binned by their distance below the top logit over the temperature, 1,024 bins
+// spread over the row's range (a monotone function of the rank key, so each bin holds a run of
+// the rank order), every block of the row adding its part's counts, weight sums and top logit
+// to the row's bins (hist_kernel). Each
 // step of the rule (top-k, top-p, min-p, the draw) then finds from the bins which one its
 // boundary falls in (finish_kernel), has the blocks collect that bin's candidates
 // (collect_kernel), and selects among those few as before. Every sum is exact, so the pick is
@@ -408,6 +407,15 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) states[row] = state;
 }
 
+// Greedy rows alone: each row's best key by parts, then its id (every row's token the argmax).
+void launch_greedy(cuda::Launches& launches, const float* logits, int64_t n, int64_t vocab,
+                   unsigned long long* best_keys, int32_t* ids) {
+  cuda::launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, launches, logits, vocab, best_keys,
+               static_cast<HistBin*>(nullptr), static_cast<RowState*>(nullptr));
+  cuda::launch(greedy_kernel, cuda::blocks_for(n, 128), 128, 0, launches,
+               static_cast<const unsigned long long*>(best_keys), n, ids);
+}
+
 }  // namespace
 
 namespace cuda {
@@ -438,13 +446,7 @@ void sample(Context& context, const Tensor& logits, const std::vector<SampleRow>
   settings.data = settings_at;
   auto* best_keys = reinterpret_cast<unsigned long long*>(settings_at + settings.bytes());
   context.upload(settings, host.data());
-  if (!any_sampled) {
-    launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits),
-           vocab, best_keys, static_cast<HistBin*>(nullptr), static_cast<RowState*>(nullptr));
-    launch(greedy_kernel, blocks_for(n, 128), 128, 0, context.launches, static_cast<const unsigned long long*>(best_keys),
-           n, ptr<int32_t>(ids));
-    return;
-  }
+  if (!any_sampled) return launch_greedy(context.launches, ptr<float>(logits), n, vocab, best_keys, ptr<int32_t>(ids));
   // A row's candidate lists (the collected bin, then the select's two work lists) take up to
   // 3 * vocab candidates; rows past what kListBytes holds take their steps in later chunks.
   const int64_t row_list = 3 * vocab;
@@ -488,10 +490,7 @@ void argmax(Context& context, const Tensor& logits, const Tensor& ids) {
   if (n == 0) return;
   auto* best_keys = static_cast<unsigned long long*>(
       context.scratch.sample.best_keys.get(context.launches, size_t(n) * kBestParts * sizeof(unsigned long long)));
-  launch(best_key_kernel, dim3(kBestParts, unsigned(n)), kBestThreads, 0, context.launches, ptr<float>(logits), vocab,
-         best_keys, static_cast<HistBin*>(nullptr), static_cast<RowState*>(nullptr));
-  launch(greedy_kernel, blocks_for(n, 128), 128, 0, context.launches, static_cast<const unsigned long long*>(best_keys),
-         n, ptr<int32_t>(ids));
+  launch_greedy(context.launches, ptr<float>(logits), n, vocab, best_keys, ptr<int32_t>(ids));
 }
 
 }  // namespace cuda

@@ -177,8 +177,10 @@ __device__ inline Picked select(Shared& s, const Candidate* all, int n, uint64_t
   if (threadIdx.x == 0) s.best = ~0ull, s.top_key = 0;
   __syncthreads();
   unsigned long long low = ~0ull, high = 0;
-  for (int i = int(threadIdx.x); i < n; i += kThreads)
-    if (all[i].key >= floor_key) low = min(low, (unsigned long long)all[i].key), high = max(high, (unsigned long long)all[i].key);
+  for (int i = int(threadIdx.x); i < n; i += kThreads) {
+    const unsigned long long key = all[i].key;
+    if (key >= floor_key) low = min(low, key), high = max(high, key);
+  }
   atomicMin(&s.best, low);
   atomicMax(&s.top_key, high);
   __syncthreads();
