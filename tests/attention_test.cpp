@@ -93,6 +93,9 @@ std::vector<float> random_queries(int64_t n, uint32_t seed) {
 }
 
 TEST_P(AttentionTest, MatchesFloat64Reference) {
+  // The CUDA kernel multiplies on the tensor cores with each f32 operand split into two bf16
+  // halves (about 16 significant bits), so it is held to a looser bound than the CPU's f32.
+  const double tolerance = GetParam() == "cuda" ? 1e-4 : 1e-5;
   std::vector<std::pair<int32_t, int32_t>> rows = {{0, 0}, {0, 255}, {0, 256}, {0, 599}, {1, 36}, {2, 256}};
   std::vector<float> q = random_queries(int64_t(rows.size()), 5);
   std::vector<float> out = run(rows, q);
@@ -119,7 +122,7 @@ TEST_P(AttentionTest, MatchesFloat64Reference) {
         for (int64_t i = 0; i < kHeadDim; ++i) acc[size_t(i)] += w * value[i];
       }
       for (int64_t i = 0; i < kHeadDim; ++i)
-        EXPECT_NEAR(out[size_t((int64_t(r) * kHeads + h) * kHeadDim + i)], acc[size_t(i)] / sum, 1e-5)
+        EXPECT_NEAR(out[size_t((int64_t(r) * kHeads + h) * kHeadDim + i)], acc[size_t(i)] / sum, tolerance)
             << "row " << r << " head " << h;
     }
   }

@@ -218,7 +218,10 @@ TEST_F(CudaVsCpu, GatherSplitAndEmbed) {
 // -inf row, a +inf row, a peaked row and one whose top is zeros of both signs (-0 ties +0), under each filter alone and together, at several
 // positions and seeds. Each row is then sampled alone, and its id must not change.
 TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
-  for (auto [heads, kv_heads, head_dim] : {std::array<int64_t, 3>{4, 2, 64}, std::array<int64_t, 3>{32, 2, 128}}) {
+  // The first two shapes run the tensor-core kernel, the third (32 query heads a KV head) the
+  // scalar one.
+  for (auto [heads, kv_heads, head_dim] : {std::array<int64_t, 3>{4, 2, 64}, std::array<int64_t, 3>{32, 2, 128},
+                                           std::array<int64_t, 3>{64, 2, 64}}) {
     const int64_t page_size = 16, pages = 40, max_pages = 20;
     const int64_t n = 6;
     // Two sequences: rows 0-2 at positions 0, 300, 301 of sequence 0; rows 3-5 at 5, 6, 7 of 1.
@@ -247,7 +250,7 @@ TEST_F(CudaVsCpu, RopeKvWriteAndPagedAttention) {
     }
     expect_close(q, "rope");
     expect_close(k_cache, "kv_write");
-    expect_close(out, "attention");
+    expect_close(out, "attention", 5e-5);  // the GPU's tensor-core products keep about 16 bits
   }
 }
 

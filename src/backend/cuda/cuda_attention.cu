@@ -13,12 +13,16 @@
 //   fold: each split joins the running max, sum and columns in position order.
 // Every step's order is fixed by the row's length alone, so a row's output is the same bits
 // whatever else shares the launch.
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_attention.cuh"
 #include "backend/cuda/cuda_ops.cuh"
 
 namespace lockstep {
 
 namespace {
+
+using cuda::attention_parts::fold;
+using cuda::attention_parts::Fold;
+using cuda::attention_parts::fold_column;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -158,24 +162,6 @@ __device__ void attend_split(const Block& b, int64_t split, int count, float sca
   __syncthreads();
 }
 
-// The fold of one split into the running (max, sum, columns): the same arithmetic wherever it
-// runs, so the in-block and the split-parallel paths give the same bits.
-struct Fold {
-  float keep, add;
-};
-
-__device__ inline Fold fold(float& total_max, float& total_sum, float split_max, float split_sum) {
-  const float new_max = fmaxf(total_max, split_max);
-  const Fold f{expf(__fsub_rn(total_max, new_max)), expf(__fsub_rn(split_max, new_max))};
-  total_sum = fmaf(total_sum, f.keep, __fmul_rn(split_sum, f.add));
-  total_max = new_max;
-  return f;
-}
-
-__device__ inline float fold_column(float total, float part, const Fold& f) {
-  return fmaf(total, f.keep, __fmul_rn(part, f.add));
-}
-
 #define ATTENTION_ARGS                                                                                           \
   const float *__restrict__ q, const float *__restrict__ k_cache, const float *__restrict__ v_cache,           \
       const int32_t *positions, const int32_t *row_seq, const int32_t *page_tables, int64_t max_pages,          \
@@ -244,8 +230,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t max_splits,
-                          int64_t shares, const float* __restrict__ splits, float* __restrict__ out) {
+    attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t split_size,
+                          int64_t max_splits, int64_t shares, const float* __restrict__ splits,
+                          float* __restrict__ out) {
   cuda::start_kernel();
   // Block x is (row, KV head, share), as in attention_split_kernel.
   const int64_t block_heads = heads / kv_heads / shares;
@@ -258,7 +245,7 @@ __global__ void __launch_bounds__(kThreads)
     const int j = pair / head_dim;
     float total = 0.0f, total_max = -INFINITY, total_sum = 0.0f;
     const float* result = splits + int64_t(blockIdx.x) * max_splits * stride;
-    for (int64_t split = 0; split < length; split += kSplit, result += stride) {
+    for (int64_t split = 0; split < length; split += split_size, result += stride) {
       const Fold f = fold(total_max, total_sum, result[2 * j], result[2 * j + 1]);
       total = fold_column(total, result[2 * block_heads + pair], f);
     }
@@ -270,10 +257,17 @@ __global__ void __launch_bounds__(kThreads)
 
 namespace cuda {
 
+void attention_parts::launch_attention_fold(Launches& launches, unsigned blocks, const int32_t* positions,
+                                            int64_t heads, int64_t kv_heads, int head_dim, int64_t split_size,
+                                            int64_t max_splits, int64_t shares, const float* splits, float* out) {
+  launch(attention_fold_kernel, blocks, kThreads, 0, launches, positions, heads, kv_heads, head_dim, split_size,
+         max_splits, shares, splits, out);
+}
+
 void attention(Context& context, const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,
                const Tensor& out) {
   const int64_t n_rows = q.shape[0], heads = q.shape[1], head_dim = q.shape[2], kv_heads = cache.k.shape[1];
-  if (n_rows == 0) return;
+  if (n_rows == 0 || attention_mma(context, q, cache, rows, scale, out)) return;
   const int64_t blocks = n_rows * kv_heads;
   // Few (row, KV head) blocks: share each KV head's query heads out among up to 8 blocks, at
   // least two heads a block (fewer would read the keys and values more for no shorter block).
@@ -314,8 +308,8 @@ void attention(Context& context, const Tensor& q, const KvLayer& cache, const At
   launch(attention_split_kernel, dim3(launched, unsigned(max_splits)), kThreads, shared, context.launches, q_at, k_at,
          v_at, positions, row_seq, page_tables, max_pages, heads, kv_heads, int(head_dim), cache.page_size(), shares,
          scale, max_splits, splits);
-  launch(attention_fold_kernel, launched, kThreads, 0, context.launches, positions, heads, kv_heads, int(head_dim),
-         max_splits, shares, splits, ptr<float>(out));
+  cuda::attention_parts::launch_attention_fold(context.launches, launched, positions, heads, kv_heads, int(head_dim),
+                                               kSplit, max_splits, shares, splits, ptr<float>(out));
 }
 
 }  // namespace cuda
