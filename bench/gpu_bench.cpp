@@ -336,8 +336,6 @@ int main(int argc, char** argv) {
   }
   const double copy = cuda.copy_gb_per_s(size_t(2) << 30, 10);
   bench::WeightBytes counter(cuda);
-  int max_level = 1;
-  for (int level : flags.levels) max_level = std::max(max_level, level);
   ModelOptions options;
   if (!flags.quantize.empty()) {
     options.quantize = quant_layout_named(flags.quantize);
@@ -346,25 +344,48 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  options.max_rows = std::max<int64_t>(flags.chunk, max_level);
-  // A stream holds its prompt, the tokens of the rounds before every stream has filled, the
-  // timed rounds and a margin.
-  const int64_t stream_length = flags.prompt + lead_tokens(flags, max_level) + flags.tokens + 16;
-  options.max_context = std::max(flags.fill, stream_length) + 16;
-  options.page_size = 16;
-  const int64_t per_stream = (stream_length + 32) / 16 + 1;
-  options.kv_pages = int32_t(max_level * per_stream + options.max_context / 16 + 8);
   int max_drafts = 0;
   for (int drafts : flags.windows) max_drafts = std::max(max_drafts, drafts);
-  options.max_rows = std::max<int64_t>(options.max_rows, int64_t(max_level) * (1 + max_drafts));
+  // The KV pages `level` streams take: each its prompt, the tokens of the rounds before every
+  // stream has filled, the timed rounds, a margin and its verify windows; and one long fill.
+  auto pages_for = [&](int level) {
+    const int64_t stream_length = flags.prompt + lead_tokens(flags, level) + flags.tokens + 16;
+    const int64_t per_stream = (stream_length + 32) / 16 + 1;
+    const int64_t max_context = std::max(flags.fill, stream_length) + 16;
+    return level * per_stream + max_context / 16 + 8 + level * ((2 * max_drafts + 2) / 16 + 2);
+  };
+  int max_level = 1;
+  for (int level : flags.levels) max_level = std::max(max_level, level);
+  const int64_t longest = flags.prompt + lead_tokens(flags, max_level) + flags.tokens + 16;
+  options.max_context = std::max(flags.fill, longest) + 16;
+  options.page_size = 16;
+  options.max_rows = std::max<int64_t>(flags.chunk, int64_t(max_level) * (1 + max_drafts));
+  options.kv_pages = int32_t(pages_for(max_level));
   options.state_slots = max_level + 1;
   options.draft_state_slots = max_level * max_drafts;
-  options.kv_pages += int32_t(max_level * ((2 * max_drafts + 2) / 16 + 2));
+  // Where the widest levels' pages and state slots do not fit beside the weights, the model
+  // takes what fits and those levels are left out with a line that says so, so one run on a
+  // smaller GPU still measures every level that fits.
+  options.fit_memory = true;
   bench::Clock::time_point load_start = bench::Clock::now();
   auto loaded = load_model(flags.model, counter, options, WeightChoice::dummy);
   if (!loaded.ok()) {
     std::fprintf(stderr, "gpu_bench: %s\n", loaded.error().message.c_str());
     return 1;
+  }
+  {
+    const ModelInfo& made = (*loaded)->info();
+    std::vector<int> fitting;
+    for (int level : flags.levels) {
+      const bool slots = made.state_slots == 0 || level + 1 <= made.state_slots;
+      if (slots && pages_for(level) <= made.kv_pages)
+        fitting.push_back(level);
+      else
+        std::printf("gpu_bench: %d streams do not fit this GPU beside the weights (%d KV pages and %d state slots "
+                    "did): left out\n",
+                    level, made.kv_pages, made.state_slots);
+    }
+    flags.levels = fitting;
   }
   Model& model = **loaded;
   const std::string weights = flags.quantize.empty() ? "bf16" : "bf16 quantized to " + flags.quantize;
