@@ -26,12 +26,17 @@ struct LaneResult {
 class FixtureLanes : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    // A parameter is a fixture family, with "@cuda" to run it on the GPU.
+    // A parameter is a fixture family, with "+tpN" for N tensor-parallel ranks and "@cuda" to
+    // run it on the GPU.
     const std::string& param = GetParam();
     size_t at = param.find('@');
     backend = make_test_backend(at == std::string::npos ? "cpu" : param.substr(at + 1));
     family = param.substr(0, at);
     ModelOptions options;
+    if (size_t plus = family.find("+tp"); plus != std::string::npos) {
+      options.tensor_parallel = std::stoi(family.substr(plus + 3));
+      family = family.substr(0, plus);
+    }
     options.max_rows = kChunk + 8;  // a chunk and up to 8 decoding rows ride in one fill step
     options.max_context = 512;
     options.kv_pages = 24 * 32;
@@ -89,10 +94,12 @@ class FixtureLanes : public ::testing::TestWithParam<std::string> {
 };
 
 // Every fixture family on the CPU, and on CUDA when it is usable.
+// Every family, and the Llama family's two over two tensor-parallel ranks.
 inline std::vector<std::string> families_and_backends() {
-  std::vector<std::string> out = {"llama", "qwen3", "nemotron_h", "nemotron_h_moe"};
+  const char* families[] = {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "llama+tp2", "qwen3+tp2"};
+  std::vector<std::string> out(std::begin(families), std::end(families));
   if (backend_usable("cuda"))
-    for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe"}) out.push_back(std::string(family) + "@cuda");
+    for (const char* family : families) out.push_back(std::string(family) + "@cuda");
   return out;
 }
 

@@ -1,6 +1,7 @@
 // upload_concatenated: tensors of different row counts become one tensor of their rows in
 // order (Nemotron's q, k and v projections, read by one matmul), with clear errors.
 // upload_experts: the routed experts, then the shared expert cut into experts of their width.
+// upload_rows and upload_columns: a tensor-parallel rank's share of a weight.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -47,6 +48,27 @@ TEST_P(WeightUpload, ConcatenatedTensorHoldsEachTensorsRowsInOrder) {
   std::vector<float> got(18);
   backend->download(got.data(), t);
   for (int i = 0; i < 18; ++i) EXPECT_EQ(got[size_t(i)], float(i + 1)) << i;
+}
+
+// A tensor-parallel rank's shares: rows of a matrix, columns of one, elements of a vector.
+TEST_P(WeightUpload, RowsAndColumnsAreTheRanksShares) {
+  MemoryWeights weights;
+  add_f32(weights, "w", {4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  add_f32(weights, "b", {4}, {1, 2, 3, 4});
+  auto rows = upload_rows(weights, *backend, "w", {4, 3}, 2, 2, WeightUse::matrix);
+  auto cols = upload_columns(weights, *backend, "w", {4, 3}, 1, 2, WeightUse::matrix);
+  auto part = upload_rows(weights, *backend, "b", {4}, 1, 2, WeightUse::vector);
+  ASSERT_TRUE(rows.ok() && cols.ok() && part.ok());
+  ASSERT_EQ(rows->view().shape, (Shape{2, 3}));
+  ASSERT_EQ(cols->view().shape, (Shape{4, 2}));
+  ASSERT_EQ(part->view().shape, (Shape{2}));
+  std::vector<float> got_rows(6), got_cols(8), got_part(2);
+  backend->download(got_rows.data(), rows->view());
+  backend->download(got_cols.data(), cols->view());
+  backend->download(got_part.data(), part->view());
+  EXPECT_EQ(got_rows, (std::vector<float>{7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(got_cols, (std::vector<float>{2, 3, 5, 6, 8, 9, 11, 12}));
+  EXPECT_EQ(got_part, (std::vector<float>{2, 3}));
 }
 
 TEST_P(WeightUpload, ConcatenatedBf16StaysBf16) {

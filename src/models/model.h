@@ -36,6 +36,12 @@ struct ModelOptions {
   // (fit_caches) instead of failing when what is asked does not fit; ModelInfo says what was
   // made. Without it, the load fails naming what did not fit.
   bool fit_memory = false;
+  // Tensor parallel over this many ranks (issue 28): each rank holds its share of the attention
+  // heads (by KV head) and of the MLP width, and the row-parallel projections' partial sums are
+  // added in rank order, ((p0 + p1) + p2) + ..., whatever the pass's rows, so replies stay exact.
+  // In one process the ranks run one after another on the one backend (simulated ranks: the
+  // arithmetic that ranks on their own GPUs will reproduce). Llama family only, for now.
+  int32_t tensor_parallel = 1;
 };
 
 // What fits: the KV pool in pages and the state slots.

@@ -280,24 +280,43 @@ Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& 
   return loaded(weights, backend, std::move(tensor), parts.empty() ? use : kept_as_is(use), names.at(0));
 }
 
-Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
-                                     const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
+namespace {
+
+// Rows [row_begin, + row_count) and columns [col_begin, + col_count) of `name` (a 1-D tensor is
+// one row), uploaded as a tensor of `part_shape`.
+Expected<OwnedTensor> upload_block(const WeightSource& weights, Backend& backend, const std::string& name,
+                                   const Shape& shape, int64_t row_begin, int64_t row_count, int64_t col_begin,
+                                   int64_t col_count, const Shape& part_shape, WeightUse use) {
   std::vector<float> keep;
   auto info = plain_values(weights, name, shape, keep);
   if (!info.ok()) return info.error();
-  const int64_t rows = shape[0], cols = shape[1];
-  const size_t element = info->bytes / size_t(rows * cols);
-  std::vector<std::byte> part(size_t(rows * count) * element);
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(part.data() + size_t(r * count) * element,
-                static_cast<const std::byte*>(info->data) + size_t(r * cols + begin) * element, size_t(count) * element);
-  TensorInfo columns = *info;
-  columns.shape = {rows, count};
-  columns.data = part.data();
-  columns.bytes = part.size();
-  OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), columns.shape);
-  upload_into(backend, columns, tensor);
+  const int64_t cols = shape.rank == 1 ? shape[0] : shape[1];
+  const size_t element = info->bytes / size_t(shape.numel());
+  std::vector<std::byte> part(size_t(row_count * col_count) * element);
+  for (int64_t r = 0; r < row_count; ++r)
+    std::memcpy(part.data() + size_t(r * col_count) * element,
+                static_cast<const std::byte*>(info->data) + size_t((row_begin + r) * cols + col_begin) * element,
+                size_t(col_count) * element);
+  TensorInfo block = *info;
+  block.shape = part_shape;
+  block.data = part.data();
+  block.bytes = part.size();
+  OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), block.shape);
+  upload_into(backend, block, tensor);
   return loaded(weights, backend, std::move(tensor), keep.empty() ? use : kept_as_is(use), name);
+}
+
+}  // namespace
+
+Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
+                                     const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
+  return upload_block(weights, backend, name, shape, 0, shape[0], begin, count, {shape[0], count}, use);
+}
+
+Expected<OwnedTensor> upload_rows(const WeightSource& weights, Backend& backend, const std::string& name,
+                                  const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
+  if (shape.rank == 1) return upload_block(weights, backend, name, shape, 0, 1, begin, count, {count}, use);
+  return upload_block(weights, backend, name, shape, begin, count, 0, shape[1], {count, shape[1]}, use);
 }
 
 Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,

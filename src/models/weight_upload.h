@@ -40,6 +40,11 @@ enum class WeightUse {
                                                    const std::string& name, const Shape& shape, int64_t begin,
                                                    int64_t count, WeightUse use);
 
+// Uploads rows [begin, begin + count) of the 2-D tensor `name` of `shape`, or elements of the
+// 1-D one (a tensor-parallel rank's share of a column-parallel weight or of its bias).
+[[nodiscard]] Expected<OwnedTensor> upload_rows(const WeightSource& weights, Backend& backend, const std::string& name,
+                                                const Shape& shape, int64_t begin, int64_t count, WeightUse use);
+
 // A MoE layer's up or down projections as one stack [experts + extra, shape...] for
 // Backend::moe_experts: the routed experts (one name each, or with `stacked` one name of all of
 // them), then the shared expert `shared`, whose size along dimension `cut` (0: rows, for up

@@ -23,7 +23,13 @@ Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, 
   LOCKSTEP_TRY(check_context(options, config->max_positions));
   if (!options.fit_memory)
     LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_bytes_per_position(*config), 0));
-  std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend));
+  const int64_t ranks = options.tensor_parallel;
+  if (ranks < 1 || config->kv_heads % ranks != 0 || config->heads % ranks != 0 || config->intermediate % ranks != 0)
+    return make_error("tensor parallel " + std::to_string(ranks) + ": this model's " +
+                      std::to_string(config->kv_heads) + " KV heads, " + std::to_string(config->heads) +
+                      " heads and MLP width " + std::to_string(config->intermediate) +
+                      " must each divide among the ranks");
+  std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend, ranks));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
   LOCKSTEP_TRY(model->allocate(options));
@@ -41,6 +47,18 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
     if (tensor.ok()) into = std::move(*tensor);
     else status = tensor.error();
   };
+  // Rank r's share of a tensor split along dimension `cut` (0: rows, the output features of a
+  // column-parallel weight or a bias; 1: columns, the input features of a row-parallel weight)
+  // into ranks_ equal parts; with one rank, the whole tensor as it is stored.
+  auto load_part = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use, int cut, int64_t r) {
+    if (ranks_ == 1) return load(into, name, shape, use);
+    if (!status.ok()) return;
+    const int64_t size = shape[cut] / ranks_;
+    auto tensor = cut == 0 ? upload_rows(weights, backend_, name, shape, r * size, size, use)
+                           : upload_columns(weights, backend_, name, shape, r * size, size, use);
+    if (tensor.ok()) into = std::move(*tensor);
+    else status = tensor.error();
+  };
   load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
   load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
   if (!c.tied_embeddings) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
@@ -49,28 +67,32 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
     LlamaLayer& layer = layers_[size_t(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     load(layer.attn_norm, p + "input_layernorm.weight", {c.hidden}, WeightUse::vector);
-    load(layer.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matmul);
-    load(layer.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul);
-    load(layer.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul);
-    load(layer.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matmul);
-    if (c.attention_bias) {
-      load(layer.bq, p + "self_attn.q_proj.bias", {q_dim}, WeightUse::vector);
-      load(layer.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector);
-      load(layer.bv, p + "self_attn.v_proj.bias", {kv_dim}, WeightUse::vector);
-      load(layer.bo, p + "self_attn.o_proj.bias", {c.hidden}, WeightUse::vector);
-    }
+    if (c.attention_bias) load(layer.bo, p + "self_attn.o_proj.bias", {c.hidden}, WeightUse::vector);
     if (c.qk_norm) {
       load(layer.q_norm, p + "self_attn.q_norm.weight", {c.head_dim}, WeightUse::vector);
       load(layer.k_norm, p + "self_attn.k_norm.weight", {c.head_dim}, WeightUse::vector);
     }
     load(layer.mlp_norm, p + "post_attention_layernorm.weight", {c.hidden}, WeightUse::vector);
-    load(layer.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul);
-    load(layer.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul);
-    load(layer.w_down, p + "mlp.down_proj.weight", {c.hidden, c.intermediate}, WeightUse::matmul);
-    if (c.mlp_bias) {
-      load(layer.b_gate, p + "mlp.gate_proj.bias", {c.intermediate}, WeightUse::vector);
-      load(layer.b_up, p + "mlp.up_proj.bias", {c.intermediate}, WeightUse::vector);
-      load(layer.b_down, p + "mlp.down_proj.bias", {c.hidden}, WeightUse::vector);
+    if (c.mlp_bias) load(layer.b_down, p + "mlp.down_proj.bias", {c.hidden}, WeightUse::vector);
+    layer.ranks.resize(size_t(ranks_));
+    for (int64_t r = 0; r < ranks_; ++r) {
+      LlamaRank& rank = layer.ranks[size_t(r)];
+      load_part(rank.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matmul, 0, r);
+      load_part(rank.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, 0, r);
+      load_part(rank.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, 0, r);
+      load_part(rank.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matmul, 1, r);
+      if (c.attention_bias) {
+        load_part(rank.bq, p + "self_attn.q_proj.bias", {q_dim}, WeightUse::vector, 0, r);
+        load_part(rank.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector, 0, r);
+        load_part(rank.bv, p + "self_attn.v_proj.bias", {kv_dim}, WeightUse::vector, 0, r);
+      }
+      load_part(rank.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul, 0, r);
+      load_part(rank.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul, 0, r);
+      load_part(rank.w_down, p + "mlp.down_proj.weight", {c.hidden, c.intermediate}, WeightUse::matmul, 1, r);
+      if (c.mlp_bias) {
+        load_part(rank.b_gate, p + "mlp.gate_proj.bias", {c.intermediate}, WeightUse::vector, 0, r);
+        load_part(rank.b_up, p + "mlp.up_proj.bias", {c.intermediate}, WeightUse::vector, 0, r);
+      }
     }
   }
   return status;
@@ -85,8 +107,9 @@ Status LlamaModel::allocate(const ModelOptions& options) {
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
   for (const LlamaLayer& layer : layers_)
-    for (const OwnedTensor* w : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
-      info_.decode_weight_bytes += int64_t(w->view().bytes());
+    for (const LlamaRank& rank : layer.ranks)
+      for (const OwnedTensor* w : {&rank.wq, &rank.wk, &rank.wv, &rank.wo, &rank.w_gate, &rank.w_up, &rank.w_down})
+        info_.decode_weight_bytes += int64_t(w->view().bytes());
   std::vector<float> table = rope_cos_sin_table(c.rope, c.head_dim, info_.max_context);
   rope_table_ = backend_.alloc(DType::f32, {info_.max_context, c.head_dim});
   backend_.upload(rope_table_, table.data());
@@ -96,22 +119,25 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   x_ = backend_.alloc(DType::f32, {rows, c.hidden});
   h_ = backend_.alloc(DType::f32, {rows, c.hidden});
   proj_ = backend_.alloc(DType::f32, {rows, c.hidden});
-  q_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
-  attn_ = backend_.alloc(DType::f32, {rows, c.heads, c.head_dim});
-  k_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
-  v_ = backend_.alloc(DType::f32, {rows, c.kv_heads, c.head_dim});
-  gate_ = backend_.alloc(DType::f32, {rows, c.intermediate});
-  up_ = backend_.alloc(DType::f32, {rows, c.intermediate});
-  act_ = backend_.alloc(DType::f32, {rows, c.intermediate});
+  const int64_t heads = c.heads / ranks_, kv_heads = c.kv_heads / ranks_, width = c.intermediate / ranks_;
+  q_ = backend_.alloc(DType::f32, {rows, heads, c.head_dim});
+  attn_ = backend_.alloc(DType::f32, {rows, heads, c.head_dim});
+  k_ = backend_.alloc(DType::f32, {rows, kv_heads, c.head_dim});
+  v_ = backend_.alloc(DType::f32, {rows, kv_heads, c.head_dim});
+  if (ranks_ > 1) part_ = backend_.alloc(DType::f32, {rows, c.hidden});
+  gate_ = backend_.alloc(DType::f32, {rows, width});
+  up_ = backend_.alloc(DType::f32, {rows, width});
+  act_ = backend_.alloc(DType::f32, {rows, width});
   picked_ = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   // The KV pool last, so that with fit_memory it takes what the weights and activations left.
   auto fitted = fit_to_memory(options, c.max_positions, kv_bytes_per_position(c), 0);
   if (!fitted.ok()) return fitted.error();
-  for (LlamaLayer& layer : layers_) {
-    layer.k_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
-    layer.v_cache = backend_.alloc(DType::f32, {info_.kv_pages, c.kv_heads, options.page_size, c.head_dim});
-  }
+  for (LlamaLayer& layer : layers_)
+    for (LlamaRank& rank : layer.ranks) {
+      rank.k_cache = backend_.alloc(DType::f32, {info_.kv_pages, kv_heads, options.page_size, c.head_dim});
+      rank.v_cache = backend_.alloc(DType::f32, {info_.kv_pages, kv_heads, options.page_size, c.head_dim});
+    }
   return Status::success();
 }
 
@@ -137,69 +163,91 @@ Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
   return logits;
 }
 
-// x += o_proj(attention(rope(q), rope(k), v)) of rms_norm(x).
+// x += o_proj(attention(rope(q), rope(k), v)) of rms_norm(x); with several ranks, each rank's
+// heads give a partial o_proj, and the partials are added in rank order.
 void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
   const LlamaConfig& c = config_;
+  const int64_t heads = c.heads / ranks_, kv_heads = c.kv_heads / ranks_;
   Tensor x = rows_of(x_, n);        // [n, hidden]
   Tensor h = rows_of(h_, n);        // [n, hidden]
-  Tensor q = rows_of(q_, n);        // [n, heads, head_dim]
-  Tensor k = rows_of(k_, n);        // [n, kv_heads, head_dim]
-  Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim]
-  Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim]
+  Tensor q = rows_of(q_, n);        // [n, heads, head_dim] (the rank's)
+  Tensor k = rows_of(k_, n);        // [n, kv_heads, head_dim] (the rank's)
+  Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim] (the rank's)
+  Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim] (the rank's)
   Tensor proj = rows_of(proj_, n);  // [n, hidden]
   Tensor positions = inputs_.positions();
 
   backend_.rms_norm(x, layer.attn_norm, float(c.rms_eps), h);
-  backend_.matmul(h, layer.wq, q.reshaped({n, c.heads * c.head_dim}));
-  backend_.matmul(h, layer.wk, k.reshaped({n, c.kv_heads * c.head_dim}));
-  backend_.matmul(h, layer.wv, v.reshaped({n, c.kv_heads * c.head_dim}));
-  if (c.attention_bias) {
-    backend_.add_bias(q.reshaped({n, c.heads * c.head_dim}), layer.bq);
-    backend_.add_bias(k.reshaped({n, c.kv_heads * c.head_dim}), layer.bk);
-    backend_.add_bias(v.reshaped({n, c.kv_heads * c.head_dim}), layer.bv);
+  for (size_t r = 0; r < layer.ranks.size(); ++r) {
+    LlamaRank& rank = layer.ranks[r];
+    backend_.matmul(h, rank.wq, q.reshaped({n, heads * c.head_dim}));
+    backend_.matmul(h, rank.wk, k.reshaped({n, kv_heads * c.head_dim}));
+    backend_.matmul(h, rank.wv, v.reshaped({n, kv_heads * c.head_dim}));
+    if (c.attention_bias) {
+      backend_.add_bias(q.reshaped({n, heads * c.head_dim}), rank.bq);
+      backend_.add_bias(k.reshaped({n, kv_heads * c.head_dim}), rank.bk);
+      backend_.add_bias(v.reshaped({n, kv_heads * c.head_dim}), rank.bv);
+    }
+    if (c.qk_norm) {
+      backend_.rms_norm(q.reshaped({n * heads, c.head_dim}), layer.q_norm, float(c.rms_eps),
+                        q.reshaped({n * heads, c.head_dim}));
+      backend_.rms_norm(k.reshaped({n * kv_heads, c.head_dim}), layer.k_norm, float(c.rms_eps),
+                        k.reshaped({n * kv_heads, c.head_dim}));
+    }
+    backend_.rope(q, positions, rope_table_);
+    backend_.rope(k, positions, rope_table_);
+    KvLayer cache{rank.k_cache.view(), rank.v_cache.view()};
+    backend_.kv_write(k, v, inputs_.cache_slots(), cache);
+    backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
+    add_rank_part(attn.reshaped({n, heads * c.head_dim}), rank.wo, r, proj);
   }
-  if (c.qk_norm) {
-    backend_.rms_norm(q.reshaped({n * c.heads, c.head_dim}), layer.q_norm, float(c.rms_eps),
-                      q.reshaped({n * c.heads, c.head_dim}));
-    backend_.rms_norm(k.reshaped({n * c.kv_heads, c.head_dim}), layer.k_norm, float(c.rms_eps),
-                      k.reshaped({n * c.kv_heads, c.head_dim}));
-  }
-  backend_.rope(q, positions, rope_table_);
-  backend_.rope(k, positions, rope_table_);
-  KvLayer cache{layer.k_cache.view(), layer.v_cache.view()};
-  backend_.kv_write(k, v, inputs_.cache_slots(), cache);
-  backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
-  backend_.matmul(attn.reshaped({n, c.heads * c.head_dim}), layer.wo, proj);
   if (c.attention_bias) backend_.add_bias(proj, layer.bo);
   backend_.add(x, proj, x);
 }
 
-// x += down(silu(gate(h)) * up(h)) with h = rms_norm(x).
+// x += down(silu(gate(h)) * up(h)) with h = rms_norm(x); with several ranks, each rank's share
+// of the width gives a partial down projection, and the partials are added in rank order.
 void LlamaModel::mlp_block(LlamaLayer& layer, int64_t n) {
   const LlamaConfig& c = config_;
   Tensor x = rows_of(x_, n);        // [n, hidden]
   Tensor h = rows_of(h_, n);        // [n, hidden]
-  Tensor gate = rows_of(gate_, n);  // [n, intermediate]
-  Tensor up = rows_of(up_, n);      // [n, intermediate]
-  Tensor act = rows_of(act_, n);    // [n, intermediate]
+  Tensor gate = rows_of(gate_, n);  // [n, intermediate] (the rank's share)
+  Tensor up = rows_of(up_, n);      // [n, intermediate] (the rank's share)
+  Tensor act = rows_of(act_, n);    // [n, intermediate] (the rank's share)
   Tensor proj = rows_of(proj_, n);  // [n, hidden]
 
   backend_.rms_norm(x, layer.mlp_norm, float(c.rms_eps), h);
-  backend_.matmul(h, layer.w_gate, gate);
-  backend_.matmul(h, layer.w_up, up);
-  if (c.mlp_bias) {
-    backend_.add_bias(gate, layer.b_gate);
-    backend_.add_bias(up, layer.b_up);
+  for (size_t r = 0; r < layer.ranks.size(); ++r) {
+    LlamaRank& rank = layer.ranks[r];
+    backend_.matmul(h, rank.w_gate, gate);
+    backend_.matmul(h, rank.w_up, up);
+    if (c.mlp_bias) {
+      backend_.add_bias(gate, rank.b_gate);
+      backend_.add_bias(up, rank.b_up);
+    }
+    backend_.swiglu(gate, up, act);
+    add_rank_part(act, rank.w_down, r, proj);
   }
-  backend_.swiglu(gate, up, act);
-  backend_.matmul(act, layer.w_down, proj);
   if (c.mlp_bias) backend_.add_bias(proj, layer.b_down);
   backend_.add(x, proj, x);
 }
 
+// Rank r's partial sum x * w into sum: the first rank's is the sum, each later one is added
+// to it (the order an all-reduce over ranks keeps: ((p0 + p1) + p2) + ...).
+void LlamaModel::add_rank_part(const Tensor& x, const Tensor& w, size_t r, const Tensor& sum) {
+  if (r == 0) {
+    backend_.matmul(x, w, sum);
+    return;
+  }
+  Tensor part = rows_of(part_, x.shape[0]);
+  backend_.matmul(x, w, part);
+  backend_.add(sum, part, sum);
+}
+
 std::vector<Tensor> LlamaModel::kv_caches() {
   std::vector<Tensor> caches;
-  for (LlamaLayer& layer : layers_) caches.insert(caches.end(), {layer.k_cache.view(), layer.v_cache.view()});
+  for (LlamaLayer& layer : layers_)
+    for (LlamaRank& rank : layer.ranks) caches.insert(caches.end(), {rank.k_cache.view(), rank.v_cache.view()});
   return caches;
 }
 

@@ -13,15 +13,23 @@
 
 namespace lockstep::llama {
 
+// One tensor-parallel rank's share of a layer (ModelOptions::tensor_parallel; all of it with
+// one rank): its heads of q (by KV head), its KV heads of k and v and their caches, o_proj's
+// columns for its heads, and its share of the MLP width.
+struct LlamaRank {
+  OwnedTensor wq, wk, wv, wo;            // [heads*head_dim, hidden], [kv_heads*head_dim, hidden] x2, [hidden, heads*head_dim]
+  OwnedTensor bq, bk, bv;                // biases, when attention_bias
+  OwnedTensor w_gate, w_up, w_down;      // [intermediate, hidden] x2, [hidden, intermediate]
+  OwnedTensor b_gate, b_up;              // biases, when mlp_bias
+  OwnedTensor k_cache, v_cache;          // [kv_pages, kv_heads, page_size, head_dim]
+};
+
 struct LlamaLayer {
   OwnedTensor attn_norm;                 // [hidden]
-  OwnedTensor wq, wk, wv, wo;            // [heads*head_dim, hidden], [kv_heads*head_dim, hidden] x2, [hidden, heads*head_dim]
-  OwnedTensor bq, bk, bv, bo;            // biases, when attention_bias
   OwnedTensor q_norm, k_norm;            // [head_dim], Qwen3 only
   OwnedTensor mlp_norm;                  // [hidden]
-  OwnedTensor w_gate, w_up, w_down;      // [intermediate, hidden] x2, [hidden, intermediate]
-  OwnedTensor b_gate, b_up, b_down;      // biases, when mlp_bias
-  OwnedTensor k_cache, v_cache;          // [kv_pages, kv_heads, page_size, head_dim]
+  OwnedTensor bo, b_down;                // [hidden] biases, added once after the ranks' sum
+  std::vector<LlamaRank> ranks;
 };
 
 class LlamaModel final : public Model {
@@ -35,14 +43,17 @@ class LlamaModel final : public Model {
   std::vector<Tensor> kv_caches() override;
 
  private:
-  LlamaModel(const LlamaConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  LlamaModel(const LlamaConfig& config, Backend& backend, int64_t ranks)
+      : config_(config), backend_(backend), ranks_(ranks) {}
   Status load_weights(const WeightSource& weights);
   [[nodiscard]] Status allocate(const ModelOptions& options);
   void attention_block(LlamaLayer& layer, int64_t n);
   void mlp_block(LlamaLayer& layer, int64_t n);
+  void add_rank_part(const Tensor& x, const Tensor& w, size_t r, const Tensor& sum);
 
   LlamaConfig config_;
   Backend& backend_;
+  int64_t ranks_;  // tensor-parallel ranks
   OwnedTensor embed_;       // [vocab, hidden]
   OwnedTensor final_norm_;  // [hidden]
   OwnedTensor lm_head_;     // [vocab, hidden]; empty when tied to embed_
@@ -51,7 +62,8 @@ class LlamaModel final : public Model {
 
   BatchInputs inputs_;
   // Activations, sized for max_rows. f32.
-  OwnedTensor x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, act_, picked_, logits_;
+  // q_ to act_ hold one rank's share; part_ (with several ranks) a rank's partial sum.
+  OwnedTensor x_, h_, q_, k_, v_, attn_, proj_, part_, gate_, up_, act_, picked_, logits_;
 };
 
 }  // namespace lockstep::llama

@@ -33,6 +33,9 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   (void)registered;
   auto config = parse_nemotron_config(json);
   if (!config.ok()) return config.error();
+  if (options.tensor_parallel != 1)
+    return make_error("tensor parallel " + std::to_string(options.tensor_parallel) +
+                      ": not yet for Nemotron-H models (their Mamba2 and MoE layers are not split yet)");
   LOCKSTEP_TRY(check_context(options, config->max_positions));
   const NemotronConfig& c = *config;
   ModelOptions sized = options;  // with the verify windows' slots when there is a head
