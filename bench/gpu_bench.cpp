@@ -346,18 +346,18 @@ int main(int argc, char** argv) {
   }
   int max_drafts = 0;
   for (int drafts : flags.windows) max_drafts = std::max(max_drafts, drafts);
-  // The KV pages `level` streams take: each its prompt, the tokens of the rounds before every
-  // stream has filled, the timed rounds, a margin and its verify windows; and one long fill.
+  // The positions a stream holds at `level` streams: its prompt, the tokens of the rounds before
+  // every stream has filled, the timed rounds and a margin; with the long fill, the context.
+  auto stream_length = [&](int level) { return flags.prompt + lead_tokens(flags, level) + flags.tokens + 16; };
+  auto context_for = [&](int level) { return std::max(flags.fill, stream_length(level)) + 16; };
+  // The KV pages `level` streams take, with their verify windows, and one long fill.
   auto pages_for = [&](int level) {
-    const int64_t stream_length = flags.prompt + lead_tokens(flags, level) + flags.tokens + 16;
-    const int64_t per_stream = (stream_length + 32) / 16 + 1;
-    const int64_t max_context = std::max(flags.fill, stream_length) + 16;
-    return level * per_stream + max_context / 16 + 8 + level * ((2 * max_drafts + 2) / 16 + 2);
+    const int64_t per_stream = (stream_length(level) + 32) / 16 + 1;
+    return level * per_stream + context_for(level) / 16 + 8 + level * ((2 * max_drafts + 2) / 16 + 2);
   };
   int max_level = 1;
   for (int level : flags.levels) max_level = std::max(max_level, level);
-  const int64_t longest = flags.prompt + lead_tokens(flags, max_level) + flags.tokens + 16;
-  options.max_context = std::max(flags.fill, longest) + 16;
+  options.max_context = context_for(max_level);
   options.page_size = 16;
   options.max_rows = std::max<int64_t>(flags.chunk, int64_t(max_level) * (1 + max_drafts));
   options.kv_pages = int32_t(pages_for(max_level));
