@@ -140,8 +140,8 @@ TEST_P(DraftsExactness, ThePromptCacheWithDraftsKeepsTheIds) {
 }
 
 std::vector<std::string> with_heads() {
-  std::vector<std::string> out = {"nemotron_h_mtp"};
-  if (backend_usable("cuda")) out.push_back("nemotron_h_mtp@cuda");
+  std::vector<std::string> out = {"nemotron_h_mtp", "nemotron_h_mtp+tp2"};
+  if (backend_usable("cuda")) out.insert(out.end(), {"nemotron_h_mtp@cuda", "nemotron_h_mtp+tp2@cuda"});
   return out;
 }
 

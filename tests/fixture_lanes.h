@@ -96,7 +96,8 @@ class FixtureLanes : public ::testing::TestWithParam<std::string> {
 // Every fixture family on the CPU, and on CUDA when it is usable.
 // Every family, and the Llama family's two over two tensor-parallel ranks.
 inline std::vector<std::string> families_and_backends() {
-  const char* families[] = {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "llama+tp2", "qwen3+tp2"};
+  const char* families[] = {"llama",     "qwen3",     "nemotron_h",     "nemotron_h_moe",
+                            "llama+tp2", "qwen3+tp2", "nemotron_h+tp2", "nemotron_h_moe+tp2"};
   std::vector<std::string> out(std::begin(families), std::end(families));
   if (backend_usable("cuda"))
     for (const char* family : families) out.push_back(std::string(family) + "@cuda");

@@ -35,6 +35,7 @@ struct Case {
   Stored stored;
   std::string label;
   std::string backend = "cpu";
+  int32_t ranks = 1;  // tensor-parallel ranks, the quantized model's and the plain one's
 };
 
 // One fixture tensor as the checkpoint stores it, and the f32 values it stands for.
@@ -222,18 +223,22 @@ TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
   Backend& backend = *made;
   auto config = read_json_file(dir->file("config.json"));
   ASSERT_TRUE(config.ok());
-  auto loaded = load_model(dir->path(), backend, ModelOptions{});
+  ModelOptions options;
+  options.tensor_parallel = c.ranks;
+  auto loaded = load_model(dir->path(), backend, options);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
-  auto plain = create_model(*config, written.values, backend, ModelOptions{});
+  auto plain = create_model(*config, written.values, backend, options);
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   expect_same_bits(prompt_logits(**loaded), prompt_logits(**plain));
+  // The quantized weights stay quantized (with ranks, those each rank takes whole rows of).
+  EXPECT_LT((*loaded)->info().decode_weight_bytes, (*plain)->info().decode_weight_bytes);
 }
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   std::vector<std::string> backends = {"cpu"};
   if (backend_usable("cuda")) backends.push_back("cuda");
-  for (const std::string& backend : backends)
+  for (const std::string& backend : backends) {
     for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
       out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64", backend});
       out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32", backend});
@@ -242,6 +247,12 @@ std::vector<Case> cases() {
       out.push_back({family, Stored::fp8_blocks, "fp8_blocks32", backend});
       out.push_back({family, Stored::fp8_tensor, "fp8_per_tensor", backend});
     }
+    // Tensor-parallel ranks: whole rows stay quantized, cut columns and experts load as values.
+    for (const char* family : {"llama", "nemotron_h", "nemotron_h_moe"})
+      out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64_tp2", backend, 2});
+    out.push_back({"nemotron_h_moe", Stored::mlx8_switch_mlp, "mlx8_switch_mlp_tp2", backend, 2});
+    out.push_back({"nemotron_h_moe", Stored::fp8_blocks, "fp8_blocks32_tp2", backend, 2});
+  }
   return out;
 }
 

@@ -37,11 +37,22 @@ struct ModelOptions {
   // made. Without it, the load fails naming what did not fit.
   bool fit_memory = false;
   // Tensor parallel over this many ranks (issue 28): each rank holds its share of the attention
-  // heads (by KV head) and of the MLP width, and the row-parallel projections' partial sums are
-  // added in rank order, ((p0 + p1) + p2) + ..., whatever the pass's rows, so replies stay exact.
-  // In one process the ranks run one after another on the one backend (simulated ranks: the
-  // arithmetic that ranks on their own GPUs will reproduce). Llama family only, for now.
+  // heads, the Mamba2 head groups, the MLP width and each expert's width, and the row-parallel
+  // projections' partial sums are added in rank order, ((p0 + p1) + p2) + ..., whatever the
+  // pass's rows, so replies stay exact. In one process the ranks run one after another on the
+  // one backend (simulated ranks: the arithmetic that ranks on their own GPUs will reproduce).
   int32_t tensor_parallel = 1;
+};
+
+// How tensor-parallel ranks share a model's KV heads: each rank takes the KV heads its query
+// heads read, kv_heads / ranks of them, or, with more ranks than KV heads, one KV head repeated
+// on ranks / kv_heads ranks (each computes and caches it alike).
+struct KvHeadSplit {
+  int64_t kv_heads = 1, ranks = 1;
+  bool divides() const { return kv_heads % ranks == 0 || ranks % kv_heads == 0; }
+  int64_t per_rank() const { return kv_heads >= ranks ? kv_heads / ranks : 1; }
+  int64_t first(int64_t rank) const { return rank * kv_heads / ranks; }
+  int64_t cached() const { return per_rank() * ranks; }  // KV heads cached over all the ranks
 };
 
 // What fits: the KV pool in pages and the state slots.

@@ -247,58 +247,74 @@ Expected<OwnedTensor> upload_weight(const WeightSource& weights, Backend& backen
 Expected<OwnedTensor> upload_concatenated(const WeightSource& weights, Backend& backend,
                                           const std::vector<std::string>& names, const std::vector<Shape>& shapes,
                                           WeightUse use) {
-  Shape all = shapes.at(0);
-  for (size_t i = 1; i < shapes.size(); ++i) all.dims[0] += shapes[i][0];
-  // Quantized parts of one layout stay quantized, their rows one after another; parts of mixed
-  // layouts load as their f32 values.
+  std::vector<RowPiece> pieces;
+  for (size_t i = 0; i < names.size(); ++i) pieces.push_back({names[i], shapes.at(i), 0, shapes.at(i)[0]});
+  return upload_row_pieces(weights, backend, pieces, use);
+}
+
+Expected<OwnedTensor> upload_row_pieces(const WeightSource& weights, Backend& backend,
+                                        const std::vector<RowPiece>& pieces, WeightUse use) {
+  Shape all = pieces.at(0).shape;
+  all.dims[0] = 0;
+  for (const RowPiece& piece : pieces) {
+    if (piece.begin < 0 || piece.count < 0 || piece.begin + piece.count > piece.shape[0])
+      return make_error("rows [" + std::to_string(piece.begin) + ", " + std::to_string(piece.begin + piece.count) +
+                        ") are not rows of tensor '" + piece.name + "'");
+    all.dims[0] += piece.count;
+  }
+  // Quantized pieces of one layout stay quantized, their rows one after another; pieces of
+  // mixed layouts load as their f32 values.
   std::vector<QuantizedWeight> parts;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto stored = weights.quantized(names[i], shapes[i]);
+  for (const RowPiece& piece : pieces) {
+    auto stored = weights.quantized(piece.name, piece.shape);
     if (!stored.ok()) return stored.error();
     if (*stored) parts.push_back(std::move(**stored));
   }
-  bool one_layout = parts.size() == names.size();
+  bool one_layout = parts.size() == pieces.size();
   for (const QuantizedWeight& part : parts) one_layout = one_layout && part.layout == parts[0].layout;
   if (one_layout) {
     QuantizedWeight joined{parts[0].layout, all, {}};
-    for (const QuantizedWeight& part : parts) joined.rows.insert(joined.rows.end(), part.rows.begin(), part.rows.end());
-    return upload_stored(backend, joined, use, names[0]);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const size_t row_bytes = parts[i].rows.size() / size_t(pieces[i].shape[0]);
+      const auto first = parts[i].rows.begin() + std::ptrdiff_t(size_t(pieces[i].begin) * row_bytes);
+      joined.rows.insert(joined.rows.end(), first, first + std::ptrdiff_t(size_t(pieces[i].count) * row_bytes));
+    }
+    return upload_stored(backend, joined, use, pieces[0].name);
   }
   OwnedTensor tensor;
   int64_t row = 0;
-  std::vector<float> keep;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto info = parts.empty() ? weights.get(names[i], shapes[i]) : plain_values(weights, names[i], shapes[i], keep);
+  for (const RowPiece& piece : pieces) {
+    std::vector<float> keep;
+    auto info = parts.empty() ? weights.get(piece.name, piece.shape) : plain_values(weights, piece.name, piece.shape, keep);
     if (!info.ok()) return info.error();
     DType target = target_dtype(info->dtype, use);
-    if (i == 0) tensor = backend.alloc(target, all);
+    if (tensor.empty()) tensor = backend.alloc(target, all);
     if (target != tensor.view().dtype)
-      return make_error("tensor '" + names[i] + "' has another dtype than '" + names[0] + "'");
-    upload_into(backend, *info, tensor.view().first_dim_slice(row, shapes[i][0]));
-    row += shapes[i][0];
+      return make_error("tensor '" + piece.name + "' has another dtype than '" + pieces[0].name + "'");
+    const size_t row_bytes = info->bytes / size_t(piece.shape[0]);
+    TensorInfo part = *info;
+    part.shape.dims[0] = piece.count;
+    part.data = static_cast<const std::byte*>(info->data) + size_t(piece.begin) * row_bytes;
+    part.bytes = size_t(piece.count) * row_bytes;
+    upload_into(backend, part, tensor.view().first_dim_slice(row, piece.count));
+    row += piece.count;
   }
-  return loaded(weights, backend, std::move(tensor), parts.empty() ? use : kept_as_is(use), names.at(0));
+  return loaded(weights, backend, std::move(tensor), parts.empty() ? use : kept_as_is(use), pieces[0].name);
 }
 
-namespace {
-
-// Rows [row_begin, + row_count) and columns [col_begin, + col_count) of `name` (a 1-D tensor is
-// one row), uploaded as a tensor of `part_shape`.
-Expected<OwnedTensor> upload_block(const WeightSource& weights, Backend& backend, const std::string& name,
-                                   const Shape& shape, int64_t row_begin, int64_t row_count, int64_t col_begin,
-                                   int64_t col_count, const Shape& part_shape, WeightUse use) {
+Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
+                                     const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
   std::vector<float> keep;
   auto info = plain_values(weights, name, shape, keep);
   if (!info.ok()) return info.error();
-  const int64_t cols = shape.rank == 1 ? shape[0] : shape[1];
+  const int64_t rows = shape[0], cols = shape[1];
   const size_t element = info->bytes / size_t(shape.numel());
-  std::vector<std::byte> part(size_t(row_count * col_count) * element);
-  for (int64_t r = 0; r < row_count; ++r)
-    std::memcpy(part.data() + size_t(r * col_count) * element,
-                static_cast<const std::byte*>(info->data) + size_t((row_begin + r) * cols + col_begin) * element,
-                size_t(col_count) * element);
+  std::vector<std::byte> part(size_t(rows * count) * element);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(part.data() + size_t(r * count) * element,
+                static_cast<const std::byte*>(info->data) + size_t(r * cols + begin) * element, size_t(count) * element);
   TensorInfo block = *info;
-  block.shape = part_shape;
+  block.shape = {rows, count};
   block.data = part.data();
   block.bytes = part.size();
   OwnedTensor tensor = backend.alloc(target_dtype(info->dtype, use), block.shape);
@@ -306,30 +322,42 @@ Expected<OwnedTensor> upload_block(const WeightSource& weights, Backend& backend
   return loaded(weights, backend, std::move(tensor), keep.empty() ? use : kept_as_is(use), name);
 }
 
-}  // namespace
-
-Expected<OwnedTensor> upload_columns(const WeightSource& weights, Backend& backend, const std::string& name,
-                                     const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
-  return upload_block(weights, backend, name, shape, 0, shape[0], begin, count, {shape[0], count}, use);
-}
-
 Expected<OwnedTensor> upload_rows(const WeightSource& weights, Backend& backend, const std::string& name,
                                   const Shape& shape, int64_t begin, int64_t count, WeightUse use) {
-  if (shape.rank == 1) return upload_block(weights, backend, name, shape, 0, 1, begin, count, {count}, use);
-  return upload_block(weights, backend, name, shape, begin, count, 0, shape[1], {count, shape[1]}, use);
+  return upload_row_pieces(weights, backend, {{name, shape, begin, count}}, use);
 }
+
+namespace {
+
+// The part [begin, begin + count) along dimension `cut` (0: rows, 1: columns) of the matrix of
+// `shape` at `data`, whose elements take `size` bytes each.
+std::vector<uint8_t> matrix_part(const uint8_t* data, const Shape& shape, size_t size, int cut, int64_t begin,
+                                 int64_t count) {
+  const int64_t rows = shape[0], cols = shape[1];
+  if (cut == 0) return {data + size_t(begin * cols) * size, data + size_t((begin + count) * cols) * size};
+  std::vector<uint8_t> part(size_t(rows * count) * size);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(part.data() + size_t(r * count) * size, data + size_t(r * cols + begin) * size, size_t(count) * size);
+  return part;
+}
+
+}  // namespace
 
 Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backend, const ExpertNames& names,
                                      const Shape& shape, int cut, WeightUse use) {
   bool dequantized = false;  // some expert came quantized: its f32 values are kept as they are
-  const int64_t extra = shared_expert_count(names.shared_size, shape[cut]);
+  const int64_t width = shape[cut];
+  const int64_t share = names.shared_size / names.ranks;  // the shared expert's width this stack takes
+  const int64_t extra = shared_expert_count(share, width);
   Shape all;
   all.rank = shape.rank + 1;
   all.dims[0] = names.experts + extra;
   for (int i = 0; i < shape.rank; ++i) all.dims[i + 1] = shape[i];
-  auto quantized = quantized_experts(weights, backend, names, shape, cut, all, extra);
-  if (!quantized.ok()) return quantized.error();
-  if (*quantized) return std::move(**quantized);  // as stored: --quantize leaves it
+  if (names.ranks == 1) {
+    auto quantized = quantized_experts(weights, backend, names, shape, cut, all, extra);
+    if (!quantized.ok()) return quantized.error();
+    if (*quantized) return std::move(**quantized);  // as stored: --quantize leaves it
+  }
   OwnedTensor tensor;
   // Allocates the stack at the first tensor's dtype; every other must give the same.
   auto check_dtype = [&](const TensorInfo& info, const std::string& name) -> Status {
@@ -339,26 +367,45 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
     return Status::success();
   };
   auto expert = [&](int64_t e) { return tensor.view().first_dim_slice(e, 1).reshaped(shape); };
+  Shape stored = shape;  // a routed expert as the checkpoint has it
+  stored.dims[cut] *= names.ranks;
+  // Routed experts [first, first + count), whose stored matrices `info` holds: as they are, or
+  // with several ranks each one's share of its width.
+  auto upload_routed = [&](const TensorInfo& info, int64_t first, int64_t count) {
+    if (names.ranks == 1) return upload_into(backend, info, tensor.view().first_dim_slice(first, count));
+    const size_t size = info.bytes / size_t(info.shape.numel()), matrix = size_t(stored.numel()) * size;
+    for (int64_t e = 0; e < count; ++e) {
+      const auto* data = static_cast<const uint8_t*>(info.data) + size_t(e) * matrix;
+      std::vector<uint8_t> part = matrix_part(data, stored, size, cut, names.rank * width, width);
+      TensorInfo piece = info;
+      piece.shape = shape;
+      piece.data = part.data();
+      piece.bytes = part.size();
+      upload_into(backend, piece, expert(first + e));
+    }
+  };
   if (names.stacked) {
     Shape stacked = all;
     stacked.dims[0] = names.experts;
+    for (int i = 0; i < shape.rank; ++i) stacked.dims[i + 1] = stored[i];
     std::vector<float> keep;
     auto info = plain_values(weights, names.routed.at(0), stacked, keep);
     dequantized = dequantized || !keep.empty();
     if (!info.ok()) return info.error();
     LOCKSTEP_TRY(check_dtype(*info, names.routed[0]));
-    upload_into(backend, *info, tensor.view().first_dim_slice(0, names.experts));
+    upload_routed(*info, 0, names.experts);
   } else {
     for (int64_t e = 0; e < names.experts; ++e) {
       std::vector<float> keep;
-      auto info = plain_values(weights, names.routed.at(size_t(e)), shape, keep);
+      auto info = plain_values(weights, names.routed.at(size_t(e)), stored, keep);
       dequantized = dequantized || !keep.empty();
       if (!info.ok()) return info.error();
       LOCKSTEP_TRY(check_dtype(*info, names.routed[size_t(e)]));
-      upload_into(backend, *info, expert(e));
+      upload_routed(*info, e, 1);
     }
   }
-  // The shared expert, converted as upload_into would, then cut into pieces of `shape`.
+  // The shared expert, converted as upload_into would (with several ranks, the rank's share of
+  // its width), then cut into pieces of `shape`.
   Shape shared_shape = shape;
   shared_shape.dims[cut] = names.shared_size;
   std::vector<float> keep_shared;
@@ -371,12 +418,18 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   std::vector<float> converted;
   if (info->dtype != dtype) converted = to_f32(*info);
   const auto* source = static_cast<const uint8_t*>(converted.empty() ? info->data : converted.data());
-  const int64_t rows = shape[0], cols = shape[1], width = shape[cut];
+  std::vector<uint8_t> rank_share;
+  if (names.ranks > 1) {
+    rank_share = matrix_part(source, shared_shape, size, cut, names.rank * share, share);
+    source = rank_share.data();
+    shared_shape.dims[cut] = share;
+  }
+  const int64_t rows = shape[0], cols = shape[1];
   const int64_t shared_cols = shared_shape[1];
   std::vector<uint8_t> piece(size_t(rows * cols) * size);
   for (int64_t i = 0; i < extra; ++i) {
     std::fill(piece.begin(), piece.end(), uint8_t(0));
-    const int64_t first = i * width, count = std::min(width, names.shared_size - first);
+    const int64_t first = i * width, count = std::min(width, share - first);
     if (cut == 0) {
       std::memcpy(piece.data(), source + size_t(first * cols) * size, size_t(count * cols) * size);
     } else {

@@ -10,8 +10,10 @@ namespace {
 
 const bool registered = register_family({"llama", {"LlamaForCausalLM", "Qwen3ForCausalLM"}, &LlamaModel::create});
 
-// f32 K and V per layer, per position.
-double kv_bytes_per_position(const LlamaConfig& c) { return 2.0 * 4 * double(c.layers) * double(c.kv_heads * c.head_dim); }
+// f32 K and V per layer, per position, over all the ranks.
+double kv_bytes_per_position(const LlamaConfig& c, int64_t ranks) {
+  return 2.0 * 4 * double(c.layers) * double(KvHeadSplit{c.kv_heads, ranks}.cached() * c.head_dim);
+}
 
 }  // namespace
 
@@ -21,14 +23,16 @@ Expected<std::unique_ptr<Model>> LlamaModel::create(const nlohmann::json& json, 
   auto config = parse_llama_config(json);
   if (!config.ok()) return config.error();
   LOCKSTEP_TRY(check_context(options, config->max_positions));
-  if (!options.fit_memory)
-    LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_bytes_per_position(*config), 0));
   const int64_t ranks = options.tensor_parallel;
-  if (ranks < 1 || config->kv_heads % ranks != 0 || config->heads % ranks != 0 || config->intermediate % ranks != 0)
+  if (ranks < 1) return make_error("tensor parallel " + std::to_string(ranks) + ": needs one rank or more");
+  if (!KvHeadSplit{config->kv_heads, ranks}.divides() || config->heads % ranks != 0 ||
+      config->intermediate % ranks != 0)
     return make_error("tensor parallel " + std::to_string(ranks) + ": this model's " +
                       std::to_string(config->kv_heads) + " KV heads, " + std::to_string(config->heads) +
-                      " heads and MLP width " + std::to_string(config->intermediate) +
-                      " must each divide among the ranks");
+                      " heads and MLP width " + std::to_string(config->intermediate) + " do not divide among " +
+                      std::to_string(ranks) + " ranks");
+  if (!options.fit_memory)
+    LOCKSTEP_TRY(check_cache_fits(backend, options, config->max_positions, kv_bytes_per_position(*config, ranks), 0));
   std::unique_ptr<LlamaModel> model(new LlamaModel(*config, backend, ranks));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
@@ -59,6 +63,17 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
     if (tensor.ok()) into = std::move(*tensor);
     else status = tensor.error();
   };
+  // Rank r's rows of a k or v projection (or its bias): those of the KV heads its query heads
+  // read (KvHeadSplit).
+  const KvHeadSplit kv_split{c.kv_heads, ranks_};
+  auto load_kv = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use, int64_t r) {
+    if (ranks_ == 1) return load(into, name, shape, use);
+    if (!status.ok()) return;
+    auto tensor = upload_rows(weights, backend_, name, shape, kv_split.first(r) * c.head_dim,
+                              kv_split.per_rank() * c.head_dim, use);
+    if (tensor.ok()) into = std::move(*tensor);
+    else status = tensor.error();
+  };
   load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
   load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
   if (!c.tied_embeddings) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
@@ -78,13 +93,13 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
     for (int64_t r = 0; r < ranks_; ++r) {
       LlamaRank& rank = layer.ranks[size_t(r)];
       load_part(rank.wq, p + "self_attn.q_proj.weight", {q_dim, c.hidden}, WeightUse::matmul, 0, r);
-      load_part(rank.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, 0, r);
-      load_part(rank.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, 0, r);
+      load_kv(rank.wk, p + "self_attn.k_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, r);
+      load_kv(rank.wv, p + "self_attn.v_proj.weight", {kv_dim, c.hidden}, WeightUse::matmul, r);
       load_part(rank.wo, p + "self_attn.o_proj.weight", {c.hidden, q_dim}, WeightUse::matmul, 1, r);
       if (c.attention_bias) {
         load_part(rank.bq, p + "self_attn.q_proj.bias", {q_dim}, WeightUse::vector, 0, r);
-        load_part(rank.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector, 0, r);
-        load_part(rank.bv, p + "self_attn.v_proj.bias", {kv_dim}, WeightUse::vector, 0, r);
+        load_kv(rank.bk, p + "self_attn.k_proj.bias", {kv_dim}, WeightUse::vector, r);
+        load_kv(rank.bv, p + "self_attn.v_proj.bias", {kv_dim}, WeightUse::vector, r);
       }
       load_part(rank.w_gate, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul, 0, r);
       load_part(rank.w_up, p + "mlp.up_proj.weight", {c.intermediate, c.hidden}, WeightUse::matmul, 0, r);
@@ -103,7 +118,8 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   info_.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
   info_.vocab_size = c.vocab;
   const int64_t max_pages = plan_memory(options, c.max_positions);
-  info_.kv_page_bytes = 2 * 4 * c.layers * c.kv_heads * c.head_dim * info_.page_size;  // f32 K and V
+  info_.kv_page_bytes = 2 * 4 * c.layers * KvHeadSplit{c.kv_heads, ranks_}.cached() * c.head_dim *
+                        info_.page_size;  // f32 K and V
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
   for (const LlamaLayer& layer : layers_)
@@ -119,7 +135,8 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   x_ = backend_.alloc(DType::f32, {rows, c.hidden});
   h_ = backend_.alloc(DType::f32, {rows, c.hidden});
   proj_ = backend_.alloc(DType::f32, {rows, c.hidden});
-  const int64_t heads = c.heads / ranks_, kv_heads = c.kv_heads / ranks_, width = c.intermediate / ranks_;
+  const int64_t heads = c.heads / ranks_, kv_heads = KvHeadSplit{c.kv_heads, ranks_}.per_rank();
+  const int64_t width = c.intermediate / ranks_;
   q_ = backend_.alloc(DType::f32, {rows, heads, c.head_dim});
   attn_ = backend_.alloc(DType::f32, {rows, heads, c.head_dim});
   k_ = backend_.alloc(DType::f32, {rows, kv_heads, c.head_dim});
@@ -131,7 +148,7 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   picked_ = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   // The KV pool last, so that with fit_memory it takes what the weights and activations left.
-  auto fitted = fit_to_memory(options, c.max_positions, kv_bytes_per_position(c), 0);
+  auto fitted = fit_to_memory(options, c.max_positions, kv_bytes_per_position(c, ranks_), 0);
   if (!fitted.ok()) return fitted.error();
   for (LlamaLayer& layer : layers_)
     for (LlamaRank& rank : layer.ranks) {
@@ -167,7 +184,7 @@ Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
 // heads give a partial o_proj, and the partials are added in rank order.
 void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
   const LlamaConfig& c = config_;
-  const int64_t heads = c.heads / ranks_, kv_heads = c.kv_heads / ranks_;
+  const int64_t heads = c.heads / ranks_, kv_heads = KvHeadSplit{c.kv_heads, ranks_}.per_rank();
   Tensor x = rows_of(x_, n);        // [n, hidden]
   Tensor h = rows_of(h_, n);        // [n, hidden]
   Tensor q = rows_of(q_, n);        // [n, heads, head_dim] (the rank's)

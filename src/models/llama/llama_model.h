@@ -14,8 +14,9 @@
 namespace lockstep::llama {
 
 // One tensor-parallel rank's share of a layer (ModelOptions::tensor_parallel; all of it with
-// one rank): its heads of q (by KV head), its KV heads of k and v and their caches, o_proj's
-// columns for its heads, and its share of the MLP width.
+// one rank): its query heads, the KV heads they read (KvHeadSplit: with more ranks than KV heads,
+// a KV head is repeated on several ranks) and their caches, o_proj's columns for its heads, and
+// its share of the MLP width.
 struct LlamaRank {
   OwnedTensor wq, wk, wv, wo;            // [heads*head_dim, hidden], [kv_heads*head_dim, hidden] x2, [hidden, heads*head_dim]
   OwnedTensor bq, bk, bv;                // biases, when attention_bias

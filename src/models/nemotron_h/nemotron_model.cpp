@@ -16,14 +16,37 @@ int64_t mtp_attention_layers(const NemotronConfig& c) {
 
 
 // f32 K and V per attention layer (the MTP head's too), per position.
-double kv_bytes_per_position(const NemotronConfig& c) {
-  return 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) * double(c.kv_heads * c.head_dim);
+double kv_bytes_per_position(const NemotronConfig& c, int64_t ranks) {
+  return 2.0 * 4 * double(c.count(LayerKind::attention) + mtp_attention_layers(c)) *
+         double(KvHeadSplit{c.kv_heads, ranks}.cached() * c.head_dim);
 }
 
-// f32 conv and SSM state per Mamba layer, per state slot.
+// f32 conv and SSM state per Mamba layer, per state slot (over all the ranks: they split it).
 double state_bytes_per_slot(const NemotronConfig& c) {
   return 4.0 * double(c.count(LayerKind::mamba)) *
          double(c.conv_dim() * (c.conv_kernel - 1) + c.mamba_inner() * c.state_size);
+}
+
+// Why `ranks` tensor-parallel ranks cannot split this model, or "": Mamba2 layers split by whole
+// groups, attention by query heads (a KV head to several ranks, or several to one), the MLP and
+// each expert by width.
+std::string split_problem(const NemotronConfig& c, int64_t ranks) {
+  auto has = [&](LayerKind kind) {
+    return c.count(kind) > 0 || std::count(c.mtp_layers.begin(), c.mtp_layers.end(), kind) > 0;
+  };
+  auto fails = [&](int64_t size) { return size % ranks != 0; };
+  const std::string among = " among " + std::to_string(ranks) + " ranks";
+  if (has(LayerKind::mamba) && fails(c.groups))
+    return "this model's " + std::to_string(c.groups) + " Mamba2 groups do not divide" + among;
+  if (has(LayerKind::attention) && (fails(c.heads) || !KvHeadSplit{c.kv_heads, ranks}.divides()))
+    return "this model's " + std::to_string(c.heads) + " heads and " + std::to_string(c.kv_heads) +
+           " KV heads do not divide" + among;
+  if (has(LayerKind::mlp) && fails(c.intermediate))
+    return "this model's MLP width " + std::to_string(c.intermediate) + " does not divide" + among;
+  if (has(LayerKind::moe) && (fails(c.expert_inner) || fails(c.shared_inner)))
+    return "this model's expert width " + std::to_string(c.expert_inner) + " and shared expert width " +
+           std::to_string(c.shared_inner) + " do not both divide" + among;
+  return "";
 }
 
 }  // namespace
@@ -33,16 +56,18 @@ Expected<std::unique_ptr<Model>> NemotronModel::create(const nlohmann::json& jso
   (void)registered;
   auto config = parse_nemotron_config(json);
   if (!config.ok()) return config.error();
-  if (options.tensor_parallel != 1)
-    return make_error("tensor parallel " + std::to_string(options.tensor_parallel) +
-                      ": not yet for Nemotron-H models (their Mamba2 and MoE layers are not split yet)");
-  LOCKSTEP_TRY(check_context(options, config->max_positions));
   const NemotronConfig& c = *config;
+  const int64_t ranks = options.tensor_parallel;
+  if (ranks < 1) return make_error("tensor parallel " + std::to_string(ranks) + ": needs one rank or more");
+  if (std::string problem = split_problem(c, ranks); !problem.empty())
+    return make_error("tensor parallel " + std::to_string(ranks) + ": " + problem);
+  LOCKSTEP_TRY(check_context(options, config->max_positions));
   ModelOptions sized = options;  // with the verify windows' slots when there is a head
   if (!c.mtp_layers.empty()) sized.state_slots = std::max(1, options.state_slots) + std::max(0, options.draft_state_slots);
   if (!options.fit_memory)
-    LOCKSTEP_TRY(check_cache_fits(backend, sized, c.max_positions, kv_bytes_per_position(c), state_bytes_per_slot(c)));
-  std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend));
+    LOCKSTEP_TRY(check_cache_fits(backend, sized, c.max_positions, kv_bytes_per_position(c, ranks),
+                                  state_bytes_per_slot(c)));
+  std::unique_ptr<NemotronModel> model(new NemotronModel(*config, backend, ranks));
   Status loaded = model->load_weights(weights);
   if (!loaded.ok()) return loaded.error();
   LOCKSTEP_TRY(model->allocate(sized));
@@ -99,59 +124,95 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
                                  NemotronLayer& layer) {
   const NemotronConfig& c = config_;
   Status status;
-  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
-    if (!status.ok()) return;
-    auto tensor = upload_weight(weights, backend_, p + name, shape, use);
+  auto keep = [&](OwnedTensor& into, Expected<OwnedTensor> tensor) {
     if (tensor.ok()) into = std::move(*tensor);
     else status = tensor.error();
   };
-  auto load_mlp = [&](MlpWeights& mlp, const std::string& prefix, int64_t inner) {
-    load(mlp.up, prefix + "up_proj.weight", {inner, c.hidden}, WeightUse::matmul);
-    load(mlp.down, prefix + "down_proj.weight", {c.hidden, inner}, WeightUse::matmul);
-    if (c.mlp_bias) {
-      load(mlp.up_bias, prefix + "up_proj.bias", {inner}, WeightUse::vector);
-      load(mlp.down_bias, prefix + "down_proj.bias", {c.hidden}, WeightUse::vector);
-    }
+  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
+    if (status.ok()) keep(into, upload_weight(weights, backend_, p + name, shape, use));
+  };
+  // A rank's rows of `name` of `shape`: the pieces [begin, + count) in order (the whole tensor,
+  // as stored, with one rank).
+  auto load_rows = [&](OwnedTensor& into, const std::string& name, Shape shape,
+                       std::vector<std::pair<int64_t, int64_t>> ranges, WeightUse use) {
+    if (ranks_ == 1) return load(into, name, shape, use);
+    if (!status.ok()) return;
+    std::vector<RowPiece> pieces;
+    for (auto [begin, count] : ranges) pieces.push_back({p + name, shape, begin, count});
+    keep(into, upload_row_pieces(weights, backend_, pieces, use));
+  };
+  // A rank's columns [begin, + count) of `name` of `shape`.
+  auto load_columns = [&](OwnedTensor& into, const std::string& name, Shape shape, int64_t begin, int64_t count) {
+    if (ranks_ == 1) return load(into, name, shape, WeightUse::matmul);
+    if (status.ok()) keep(into, upload_columns(weights, backend_, p + name, shape, begin, count, WeightUse::matmul));
   };
   layer.kind = kind;
   load(layer.norm, "norm.weight", {c.hidden}, WeightUse::vector);
+  layer.ranks.resize(size_t(ranks_));
   switch (layer.kind) {
     case LayerKind::mamba: {
-      MambaWeights& m = layer.mamba;
-      const int64_t projection = c.mamba_inner() + c.conv_dim() + c.mamba_heads;
-      load(m.in_proj, "mixer.in_proj.weight", {projection, c.hidden}, WeightUse::matmul);
-      if (c.proj_bias) load(m.in_bias, "mixer.in_proj.bias", {projection}, WeightUse::vector);
-      load(m.conv_weight, "mixer.conv1d.weight", {c.conv_dim(), 1, c.conv_kernel}, WeightUse::vector);
-      if (c.conv_bias) load(m.conv_bias, "mixer.conv1d.bias", {c.conv_dim()}, WeightUse::vector);
-      load(m.a_log, "mixer.A_log", {c.mamba_heads}, WeightUse::vector);
-      load(m.d, "mixer.D", {c.mamba_heads}, WeightUse::vector);
-      load(m.dt_bias, "mixer.dt_bias", {c.mamba_heads}, WeightUse::vector);
-      load(m.norm, "mixer.norm.weight", {c.mamba_inner()}, WeightUse::vector);
-      load(m.out_proj, "mixer.out_proj.weight", {c.hidden, c.mamba_inner()}, WeightUse::matmul);
-      if (c.proj_bias) load(m.out_bias, "mixer.out_proj.bias", {c.hidden}, WeightUse::vector);
+      // Rank r takes whole groups: its heads' z, x and dt, its groups' B and C.
+      const int64_t inner = c.mamba_inner(), gn = c.groups * c.state_size, conv_dim = c.conv_dim();
+      const int64_t heads = c.mamba_heads / ranks_, rank_inner = inner / ranks_, rank_gn = gn / ranks_;
+      const int64_t projection = inner + conv_dim + c.mamba_heads;
+      for (int64_t r = 0; r < ranks_; ++r) {
+        MambaWeights& m = layer.ranks[size_t(r)].mamba;
+        const std::pair<int64_t, int64_t> x{r * rank_inner, rank_inner}, b{inner + r * rank_gn, rank_gn},
+            cc{inner + gn + r * rank_gn, rank_gn}, own_heads{r * heads, heads};
+        auto after = [](std::pair<int64_t, int64_t> range, int64_t offset) {
+          return std::pair{range.first + offset, range.second};
+        };
+        // in_proj's rows: z [inner], then xBC [conv_dim], then dt [heads].
+        const std::vector<std::pair<int64_t, int64_t>> in_rows{
+            x, after(x, inner), after(b, inner), after(cc, inner), after(own_heads, inner + conv_dim)};
+        load_rows(m.in_proj, "mixer.in_proj.weight", {projection, c.hidden}, in_rows, WeightUse::matmul);
+        if (c.proj_bias) load_rows(m.in_bias, "mixer.in_proj.bias", {projection}, in_rows, WeightUse::vector);
+        load_rows(m.conv_weight, "mixer.conv1d.weight", {conv_dim, 1, c.conv_kernel}, {x, b, cc}, WeightUse::vector);
+        if (c.conv_bias) load_rows(m.conv_bias, "mixer.conv1d.bias", {conv_dim}, {x, b, cc}, WeightUse::vector);
+        load_rows(m.a_log, "mixer.A_log", {c.mamba_heads}, {own_heads}, WeightUse::vector);
+        load_rows(m.d, "mixer.D", {c.mamba_heads}, {own_heads}, WeightUse::vector);
+        load_rows(m.dt_bias, "mixer.dt_bias", {c.mamba_heads}, {own_heads}, WeightUse::vector);
+        load_rows(m.norm, "mixer.norm.weight", {inner}, {x}, WeightUse::vector);
+        load_columns(m.out_proj, "mixer.out_proj.weight", {c.hidden, inner}, x.first, x.second);
+      }
+      if (c.proj_bias) load(layer.out_bias, "mixer.out_proj.bias", {c.hidden}, WeightUse::vector);
       break;
     }
     case LayerKind::attention: {
-      AttentionWeights& a = layer.attention;
-      // One tensor, so one matmul reads all three (one launch, not three).
-      if (status.ok()) {
-        const int64_t q_rows = c.heads * c.head_dim, kv_rows = c.kv_heads * c.head_dim;
-        auto qkv = upload_concatenated(
-            weights, backend_, {p + "mixer.q_proj.weight", p + "mixer.k_proj.weight", p + "mixer.v_proj.weight"},
-            {{q_rows, c.hidden}, {kv_rows, c.hidden}, {kv_rows, c.hidden}}, WeightUse::matmul);
-        if (!qkv.ok()) return qkv.error();
-        a.wqkv = std::move(*qkv);
+      // Rank r takes its query heads and the KV heads they read; one tensor of q, k and v rows,
+      // so one matmul reads all three (one launch, not three).
+      const int64_t q_rows = c.heads * c.head_dim, kv_rows = c.kv_heads * c.head_dim;
+      const KvHeadSplit split{c.kv_heads, ranks_};
+      const int64_t heads = c.heads / ranks_, kv_heads = split.per_rank();
+      for (int64_t r = 0; r < ranks_; ++r) {
+        AttentionWeights& a = layer.ranks[size_t(r)].attention;
+        const int64_t first_kv = split.first(r);
+        const std::string q = p + "mixer.q_proj.weight", k = p + "mixer.k_proj.weight", v = p + "mixer.v_proj.weight";
+        if (status.ok())
+          keep(a.wqkv, upload_row_pieces(weights, backend_,
+                                         {{q, {q_rows, c.hidden}, r * heads * c.head_dim, heads * c.head_dim},
+                                          {k, {kv_rows, c.hidden}, first_kv * c.head_dim, kv_heads * c.head_dim},
+                                          {v, {kv_rows, c.hidden}, first_kv * c.head_dim, kv_heads * c.head_dim}},
+                                         WeightUse::matmul));
+        load_columns(a.wo, "mixer.o_proj.weight", {c.hidden, q_rows}, r * heads * c.head_dim, heads * c.head_dim);
       }
-      load(a.wo, "mixer.o_proj.weight", {c.hidden, c.heads * c.head_dim}, WeightUse::matmul);
       break;
     }
-    case LayerKind::mlp:
-      load_mlp(layer.mlp, "mixer.", c.intermediate);
+    case LayerKind::mlp: {
+      const int64_t width = c.intermediate / ranks_;
+      for (int64_t r = 0; r < ranks_; ++r) {
+        MlpWeights& mlp = layer.ranks[size_t(r)].mlp;
+        load_rows(mlp.up, "mixer.up_proj.weight", {c.intermediate, c.hidden}, {{r * width, width}}, WeightUse::matmul);
+        load_columns(mlp.down, "mixer.down_proj.weight", {c.hidden, c.intermediate}, r * width, width);
+        if (c.mlp_bias)
+          load_rows(mlp.up_bias, "mixer.up_proj.bias", {c.intermediate}, {{r * width, width}}, WeightUse::vector);
+      }
+      if (c.mlp_bias) load(layer.out_bias, "mixer.down_proj.bias", {c.hidden}, WeightUse::vector);
       break;
+    }
     case LayerKind::moe: {
-      MoeWeights& moe = layer.moe;
-      load(moe.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::router);
-      load(moe.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
+      load(layer.router, "mixer.gate.weight", {c.experts, c.hidden}, WeightUse::router);
+      load(layer.correction_bias, "mixer.gate.e_score_correction_bias", {c.experts}, WeightUse::vector);
       // Checkpoints hold one tensor per expert, or (as transformers 5 and mlx-lm may save them)
       // one stacked tensor for all experts. The shared expert joins them as the last experts, so
       // one grouped launch runs it with the routed ones.
@@ -171,14 +232,16 @@ Status NemotronModel::load_layer(const WeightSource& weights, const std::string&
         downs.routed = {p + "mixer.switch_mlp.fc2.weight"};
         ups.stacked = downs.stacked = true;
       }
-      if (!status.ok()) return status;
-      auto up = upload_experts(weights, backend_, ups, {c.expert_inner, c.hidden}, 0, WeightUse::matmul);
-      if (!up.ok()) return up.error();
-      auto down = upload_experts(weights, backend_, downs, {c.hidden, c.expert_inner}, 1, WeightUse::matmul);
-      if (!down.ok()) return down.error();
-      moe.up = std::move(*up);
-      moe.down = std::move(*down);
-      moe.shared_experts = shared_expert_count(c.shared_inner, c.expert_inner);
+      // Rank r takes its share of every expert's width (the shared expert's too).
+      const int64_t width = c.expert_inner / ranks_;
+      for (int64_t r = 0; r < ranks_ && status.ok(); ++r) {
+        MoeWeights& moe = layer.ranks[size_t(r)].moe;
+        ups.rank = downs.rank = r;
+        ups.ranks = downs.ranks = ranks_;
+        keep(moe.up, upload_experts(weights, backend_, ups, {width, c.hidden}, 0, WeightUse::matmul));
+        if (status.ok()) keep(moe.down, upload_experts(weights, backend_, downs, {c.hidden, width}, 1, WeightUse::matmul));
+        moe.shared_experts = shared_expert_count(c.shared_inner / ranks_, width);
+      }
       break;
     }
   }
@@ -191,25 +254,27 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
   info_.vocab_size = c.vocab;
   const ModelOptions& options = asked;
   const int64_t max_pages = plan_memory(options, c.max_positions);
-  info_.kv_page_bytes =
-      2 * 4 * (c.count(LayerKind::attention) + mtp_attention_layers(c)) * c.kv_heads * c.head_dim * info_.page_size;
+  info_.kv_page_bytes = 2 * 4 * (c.count(LayerKind::attention) + mtp_attention_layers(c)) *
+                        KvHeadSplit{c.kv_heads, ranks_}.cached() * c.head_dim * info_.page_size;
   info_.draft_head = mtp_ != nullptr;
 
   info_.decode_weight_bytes = int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
+  auto bytes = [](const OwnedTensor& t) { return int64_t(t.view().bytes()); };
   for (const NemotronLayer& layer : layers_) {
-    auto bytes = [](const OwnedTensor& t) { return int64_t(t.view().bytes()); };
-    const auto& m = layer.mamba;
-    const auto& a = layer.attention;
-    const auto& moe = layer.moe;
-    switch (layer.kind) {
-      case LayerKind::mamba: info_.decode_weight_bytes += bytes(m.in_proj) + bytes(m.out_proj); break;
-      case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wqkv) + bytes(a.wo); break;
-      case LayerKind::mlp: info_.decode_weight_bytes += bytes(layer.mlp.up) + bytes(layer.mlp.down); break;
-      case LayerKind::moe:
-        info_.decode_weight_bytes +=
-            bytes(moe.router) +
-            (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared_experts) * (c.top_k + moe.shared_experts);
-        break;
+    if (layer.kind == LayerKind::moe) info_.decode_weight_bytes += bytes(layer.router);
+    for (const NemotronRank& rank : layer.ranks) {
+      const auto& m = rank.mamba;
+      const auto& a = rank.attention;
+      const auto& moe = rank.moe;
+      switch (layer.kind) {
+        case LayerKind::mamba: info_.decode_weight_bytes += bytes(m.in_proj) + bytes(m.out_proj); break;
+        case LayerKind::attention: info_.decode_weight_bytes += bytes(a.wqkv) + bytes(a.wo); break;
+        case LayerKind::mlp: info_.decode_weight_bytes += bytes(rank.mlp.up) + bytes(rank.mlp.down); break;
+        case LayerKind::moe:
+          info_.decode_weight_bytes +=
+              (bytes(moe.up) + bytes(moe.down)) / (c.experts + moe.shared_experts) * (c.top_k + moe.shared_experts);
+          break;
+      }
     }
   }
   const int64_t rows = options.max_rows;
@@ -217,6 +282,7 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
   if (mtp_)
     for (size_t i = 0; i < kHeadInputs; ++i) head_inputs_.emplace_back(backend_, rows, max_pages, options.page_size, true);
   for (OwnedTensor* t : {&x_, &h_, &out_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
+  if (ranks_ > 1) part_ = backend_.alloc(DType::f32, {rows, c.hidden});
   logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
   if (c.count(LayerKind::mamba) > 0) {
     proj_ = backend_.alloc(DType::f32, {rows, c.mamba_inner() + c.conv_dim() + c.mamba_heads});
@@ -247,26 +313,28 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
     expert_weights_ = backend_.alloc(DType::f32, {rows, c.top_k});
   }
   // The caches last, so that with fit_memory they take what the weights and activations left.
-  auto fitted = fit_to_memory(asked, c.max_positions, kv_bytes_per_position(c), state_bytes_per_slot(c));
+  auto fitted = fit_to_memory(asked, c.max_positions, kv_bytes_per_position(c, ranks_), state_bytes_per_slot(c));
   if (!fitted.ok()) return fitted.error();
   info_.state_slots = std::max<int32_t>(1, fitted->state_slots);
   std::vector<NemotronLayer*> all_layers;
   for (NemotronLayer& layer : layers_) all_layers.push_back(&layer);
   if (mtp_)
     for (NemotronLayer& layer : mtp_->layers) all_layers.push_back(&layer);
-  for (NemotronLayer* each : all_layers) {
-    NemotronLayer& layer = *each;
-    if (layer.kind == LayerKind::attention) {
-      Shape cache{info_.kv_pages, c.kv_heads, options.page_size, c.head_dim};
-      layer.attention.k_cache = backend_.alloc(DType::f32, cache);
-      layer.attention.v_cache = backend_.alloc(DType::f32, cache);
+  const int64_t kv_heads = KvHeadSplit{c.kv_heads, ranks_}.per_rank(), mamba_heads = c.mamba_heads / ranks_;
+  const int64_t conv_dim = (c.mamba_inner() + 2 * c.groups * c.state_size) / ranks_;
+  for (NemotronLayer* layer : all_layers)
+    for (NemotronRank& rank : layer->ranks) {
+      if (layer->kind == LayerKind::attention) {
+        Shape cache{info_.kv_pages, kv_heads, options.page_size, c.head_dim};
+        rank.attention.k_cache = backend_.alloc(DType::f32, cache);
+        rank.attention.v_cache = backend_.alloc(DType::f32, cache);
+      }
+      if (layer->kind == LayerKind::mamba) {
+        rank.mamba.conv_state = backend_.alloc(DType::f32, {info_.state_slots, conv_dim, c.conv_kernel - 1});
+        rank.mamba.ssm_state =
+            backend_.alloc(DType::f32, {info_.state_slots, mamba_heads, c.mamba_head_dim, c.state_size});
+      }
     }
-    if (layer.kind == LayerKind::mamba) {
-      layer.mamba.conv_state = backend_.alloc(DType::f32, {info_.state_slots, c.conv_dim(), c.conv_kernel - 1});
-      layer.mamba.ssm_state =
-          backend_.alloc(DType::f32, {info_.state_slots, c.mamba_heads, c.mamba_head_dim, c.state_size});
-    }
-  }
   return Status::success();
 }
 
@@ -320,10 +388,10 @@ void NemotronModel::run_layers(std::vector<NemotronLayer>& layers, int64_t n, bo
   for (size_t i = 0; i < layers.size(); ++i) {
     NemotronLayer& layer = layers[i];
     switch (layer.kind) {
-      case LayerKind::mamba: mamba_mixer(layer.mamba, n); break;
-      case LayerKind::attention: attention_mixer(layer.attention, n); break;
-      case LayerKind::mlp: mlp_mixer(layer.mlp, n, out); break;
-      case LayerKind::moe: moe_mixer(layer.moe, n); break;
+      case LayerKind::mamba: mamba_mixer(layer, n); break;
+      case LayerKind::attention: attention_mixer(layer, n); break;
+      case LayerKind::mlp: mlp_mixer(layer, n); break;
+      case LayerKind::moe: moe_mixer(layer, n); break;
     }
     // The residual add, and the next layer's norm (or the final one) with it: one kernel on
     // the GPU.
@@ -383,13 +451,15 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
 
 namespace {
 
-// A slot's state, part by part: each Mamba layer's conv state, then its SSM state, in layer order.
+// A slot's state, part by part: each Mamba layer's conv state, then its SSM state, in layer
+// order (rank by rank within a layer).
 template <class Visit>
 void for_each_state_part(const std::vector<NemotronLayer>& layers, int32_t slot, Visit visit) {
   for (const NemotronLayer& layer : layers)
     if (layer.kind == LayerKind::mamba)
-      for (const OwnedTensor* state : {&layer.mamba.conv_state, &layer.mamba.ssm_state})
-        visit(state->view().first_dim_slice(slot, 1));
+      for (const NemotronRank& rank : layer.ranks)
+        for (const OwnedTensor* state : {&rank.mamba.conv_state, &rank.mamba.ssm_state})
+          visit(state->view().first_dim_slice(slot, 1));
 }
 
 }  // namespace
@@ -426,7 +496,8 @@ std::vector<Tensor> NemotronModel::kv_caches() {
   auto add = [&](std::vector<NemotronLayer>& layers) {
     for (NemotronLayer& layer : layers)
       if (layer.kind == LayerKind::attention)
-        caches.insert(caches.end(), {layer.attention.k_cache.view(), layer.attention.v_cache.view()});
+        for (NemotronRank& rank : layer.ranks)
+          caches.insert(caches.end(), {rank.attention.k_cache.view(), rank.attention.v_cache.view()});
   };
   add(layers_);
   if (mtp_) add(mtp_->layers);

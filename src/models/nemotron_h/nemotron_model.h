@@ -18,6 +18,10 @@
 
 namespace lockstep::nemotron_h {
 
+// With tensor parallel (ModelOptions::tensor_parallel), each rank holds a share of every mixer
+// (NemotronRank); with one rank, all of it. Widths below are a rank's.
+
+// A rank's Mamba2 heads, by whole groups (B, C and the gated norm are per group).
 struct MambaWeights {
   OwnedTensor in_proj;          // [inner + conv_dim + heads, hidden]: z, then xBC, then dt
   OwnedTensor in_bias;          // [inner + conv_dim + heads], when use_bias
@@ -25,12 +29,13 @@ struct MambaWeights {
   OwnedTensor conv_bias;        // [conv_dim], when use_conv_bias
   OwnedTensor a_log, d, dt_bias;  // [heads]
   OwnedTensor norm;             // [inner]: the gated grouped RMSNorm
-  OwnedTensor out_proj;         // [hidden, inner]
-  OwnedTensor out_bias;         // [hidden], when use_bias
+  OwnedTensor out_proj;         // [hidden, inner]: the columns of the rank's heads
   OwnedTensor conv_state;       // [slots, conv_dim, kernel - 1]
   OwnedTensor ssm_state;        // [slots, heads, head_dim, state_size], f32
 };
 
+// A rank's query heads and the KV heads they read (a KV head is repeated on several ranks
+// where there are more ranks than KV heads).
 struct AttentionWeights {
   // The q, k and v projections' rows in one tensor, [(heads + 2 * kv_heads) * head_dim, hidden];
   // wo [hidden, heads * head_dim].
@@ -39,26 +44,32 @@ struct AttentionWeights {
 };
 
 struct MlpWeights {
-  OwnedTensor up, down;         // [inner, hidden], [hidden, inner]
-  OwnedTensor up_bias, down_bias;
+  OwnedTensor up, down;         // [inner, hidden], [hidden, inner]: a rank's share of the width
+  OwnedTensor up_bias;          // [inner]
 };
 
 struct MoeWeights {
-  OwnedTensor router;           // [experts, hidden], f32 or bf16 as stored
-  OwnedTensor correction_bias;  // [experts]
   // [experts + shared_experts, inner, hidden] and [experts + shared_experts, hidden, inner]:
-  // the routed experts, then the shared expert cut into experts of their width (upload_experts).
+  // the routed experts, then the shared expert cut into experts of their width (upload_experts);
+  // a rank's share of every expert's width.
   OwnedTensor up, down;
   int64_t shared_experts = 0;
 };
 
-struct NemotronLayer {
-  LayerKind kind;
-  OwnedTensor norm;  // [hidden]
+struct NemotronRank {
   MambaWeights mamba;
   AttentionWeights attention;
   MlpWeights mlp;
   MoeWeights moe;
+};
+
+struct NemotronLayer {
+  LayerKind kind;
+  OwnedTensor norm;             // [hidden]
+  OwnedTensor out_bias;         // [hidden]: Mamba's out_proj or the MLP's down bias, added once after the ranks' sum
+  OwnedTensor router;           // MoE: [experts, hidden], f32 or bf16 as stored; every rank routes alike
+  OwnedTensor correction_bias;  // MoE: [experts]
+  std::vector<NemotronRank> ranks;
 };
 
 // The MTP head (multi-token prediction, DeepSeek V3's layout): a row pairs the main model's
@@ -89,7 +100,8 @@ class NemotronModel final : public Model {
   std::vector<Tensor> kv_caches() override;
 
  private:
-  NemotronModel(const NemotronConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  NemotronModel(const NemotronConfig& config, Backend& backend, int64_t ranks)
+      : config_(config), backend_(backend), ranks_(ranks) {}
   Status load_weights(const WeightSource& weights);
   Status load_layer(const WeightSource& weights, const std::string& prefix, LayerKind kind, NemotronLayer& layer);
   Status load_mtp_head(const WeightSource& weights);
@@ -101,14 +113,20 @@ class NemotronModel final : public Model {
                   const Tensor* final_out = nullptr);
   [[nodiscard]] Status allocate(const ModelOptions& options);
 
-  // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]).
-  void mamba_mixer(MambaWeights& m, int64_t n);
-  void attention_mixer(AttentionWeights& a, int64_t n);
-  void mlp_mixer(const MlpWeights& mlp, int64_t n, const Tensor& out);
-  void moe_mixer(MoeWeights& moe, int64_t n);
+  // Each mixer reads h = rms_norm(x) and writes its output to out_ (both [n, hidden]): the sum
+  // of the ranks' partial outputs, in rank order.
+  void mamba_mixer(NemotronLayer& layer, int64_t n);
+  void attention_mixer(NemotronLayer& layer, int64_t n);
+  void mlp_mixer(NemotronLayer& layer, int64_t n);
+  void moe_mixer(NemotronLayer& layer, int64_t n);
+  // Where rank r writes its partial output: out_ for the first, part_ for the others, which
+  // add_rank_output then adds to out_: ((p0 + p1) + p2) + ..., the order the all-reduce keeps.
+  Tensor rank_output(size_t r, int64_t n);
+  void add_rank_output(size_t r, int64_t n);
 
   NemotronConfig config_;
   Backend& backend_;
+  int64_t ranks_;  // tensor-parallel ranks
   OwnedTensor embed_, final_norm_, lm_head_;
   std::vector<NemotronLayer> layers_;
   std::unique_ptr<MtpHead> mtp_;  // null: the checkpoint has no MTP head
@@ -119,7 +137,7 @@ class NemotronModel final : public Model {
   size_t next_head_inputs_ = 0;  // head_inputs_ from here are unused since the last ordered upload
   const BatchInputs* inputs_ = &main_inputs_;
   // Activations, sized for max_rows. f32.
-  OwnedTensor x_, h_, out_;
+  OwnedTensor x_, h_, out_, part_;  // part_: a later rank's partial output, with several ranks
   OwnedTensor proj_, z_, xbc_, xbc_act_, dt_, xs_, b_, c_, y_, y_norm_;
   OwnedTensor qkv_, q_, k_, v_, attn_;
   OwnedTensor inner_;
