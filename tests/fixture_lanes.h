@@ -93,8 +93,8 @@ class FixtureLanes : public ::testing::TestWithParam<std::string> {
   std::vector<StreamHandle> handles;
 };
 
-// Every fixture family on the CPU, and on CUDA when it is usable.
-// Every family, and the Llama family's two over two tensor-parallel ranks.
+// Every fixture family, alone and over two tensor-parallel ranks, on the CPU, and on CUDA when
+// it is usable.
 inline std::vector<std::string> families_and_backends() {
   const char* families[] = {"llama",     "qwen3",     "nemotron_h",     "nemotron_h_moe",
                             "llama+tp2", "qwen3+tp2", "nemotron_h+tp2", "nemotron_h_moe+tp2"};
