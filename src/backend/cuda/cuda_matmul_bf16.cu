@@ -367,6 +367,9 @@ __global__ void __launch_bounds__(256, 1)
         const uint4 wb = *reinterpret_cast<const uint4*>(&st.w[warp_col + 16 * f + g + 8][8 * t]);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
+          // A fragment of rows past the tile's (a group's last tile) computes nothing that is
+          // stored: skip its loads and mma (warp-uniform; the stored rows' sums are unchanged).
+          if (warp_row + 8 * j >= tile_rows) continue;
           const uint4 h = *reinterpret_cast<const uint4*>(&st.hi[warp_row + 8 * j + g][8 * t]);
           const uint4 l = *reinterpret_cast<const uint4*>(&st.lo[warp_row + 8 * j + g][8 * t]);
           float (&d)[4] = acc[f][j];
