@@ -229,6 +229,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Folds block x's splits for one of its heads: block (x, head) of the grid; thread t takes the
+// columns t, t + blockDim.x, ...; the splits are read kFoldAhead at a time ahead of their fold,
+// so the reads of a long row's many splits overlap.
+constexpr int kFoldAhead = 8;
+
 __global__ void __launch_bounds__(kThreads)
     attention_fold_kernel(const int32_t* positions, int64_t heads, int64_t kv_heads, int head_dim, int64_t split_size,
                           int64_t max_splits, int64_t shares, const float* __restrict__ splits,
@@ -236,20 +241,32 @@ __global__ void __launch_bounds__(kThreads)
   cuda::start_kernel();
   // Block x is (row, KV head, share), as in attention_split_kernel.
   const int64_t block_heads = heads / kv_heads / shares;
-  const int64_t r = blockIdx.x / shares / kv_heads, g = blockIdx.x / shares % kv_heads;
-  const int64_t first_head = g * (heads / kv_heads) + blockIdx.x % shares * block_heads;
+  const int64_t x = blockIdx.x / block_heads, j = blockIdx.x % block_heads;
+  const int64_t r = x / shares / kv_heads, g = x / shares % kv_heads;
+  const int64_t first_head = g * (heads / kv_heads) + x % shares * block_heads;
   const int64_t length = int64_t(positions[r]) + 1, stride = block_heads * (head_dim + 2);
-  const int pairs = int(block_heads) * head_dim;
-  float* out_rows = out + (r * heads + first_head) * head_dim;
-  for (int pair = threadIdx.x; pair < pairs; pair += kThreads) {
-    const int j = pair / head_dim;
+  const int64_t n_splits = (length + split_size - 1) / split_size;
+  const float* results = splits + x * max_splits * stride;
+  float* out_head = out + (r * heads + first_head + j) * head_dim;
+  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float total = 0.0f, total_max = -INFINITY, total_sum = 0.0f;
-    const float* result = splits + int64_t(blockIdx.x) * max_splits * stride;
-    for (int64_t split = 0; split < length; split += split_size, result += stride) {
-      const Fold f = fold(total_max, total_sum, result[2 * j], result[2 * j + 1]);
-      total = fold_column(total, result[2 * block_heads + pair], f);
+    for (int64_t first = 0; first < n_splits; first += kFoldAhead) {
+      float split_max[kFoldAhead], split_sum[kFoldAhead], part[kFoldAhead];
+#pragma unroll
+      for (int i = 0; i < kFoldAhead; ++i) {
+        if (first + i >= n_splits) break;
+        const float* result = results + (first + i) * stride;
+        split_max[i] = result[2 * j], split_sum[i] = result[2 * j + 1];
+        part[i] = result[2 * block_heads + j * head_dim + c];
+      }
+#pragma unroll
+      for (int i = 0; i < kFoldAhead; ++i) {
+        if (first + i >= n_splits) break;
+        const Fold f = fold(total_max, total_sum, split_max[i], split_sum[i]);
+        total = fold_column(total, part[i], f);
+      }
     }
-    out_rows[pair] = total / total_sum;
+    out_head[c] = total / total_sum;
   }
 }
 
@@ -260,8 +277,9 @@ namespace cuda {
 void attention_parts::launch_attention_fold(Launches& launches, unsigned blocks, const int32_t* positions,
                                             int64_t heads, int64_t kv_heads, int head_dim, int64_t split_size,
                                             int64_t max_splits, int64_t shares, const float* splits, float* out) {
-  launch(attention_fold_kernel, blocks, kThreads, 0, launches, positions, heads, kv_heads, head_dim, split_size,
-         max_splits, shares, splits, out);
+  const int64_t block_heads = heads / kv_heads / shares;
+  launch(attention_fold_kernel, unsigned(blocks * block_heads), head_dim < kThreads ? head_dim : kThreads, 0, launches,
+         positions, heads, kv_heads, head_dim, split_size, max_splits, shares, splits, out);
 }
 
 void attention(Context& context, const Tensor& q, const KvLayer& cache, const AttentionRows& rows, float scale,

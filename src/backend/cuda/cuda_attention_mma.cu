@@ -26,15 +26,20 @@
 namespace lockstep {
 namespace {
 
+using cuda::attention_parts::fold;
+using cuda::attention_parts::Fold;
+using cuda::attention_parts::fold_column;
 using cuda::bf16::mma;
 
-constexpr int kWarps = 4;  // warps a block, each its own (row, KV head) or (row, KV head, split)
 constexpr int kSplit = 64;
 constexpr int kTiles = kSplit / 8;  // score tiles of 8 positions a split
 // Split-parallel for launches of at most this many (row, KV head) pairs, keeping at most
 // kMaxSplitResults split results (16 heads of 128: 8.3 KB each, 136 MB).
 constexpr int64_t kSplitParallelPairs = 256;
 constexpr int64_t kMaxSplitResults = 16384;
+// Launches of at least this many pairs give each pair one warp (a block of its own, so that as
+// many fit an SM as the registers allow); fewer, a block of kBlockWarps warps.
+constexpr int64_t kWarpWalkPairs = 1024;
 
 // Two values as bf16 hi and lo halves, packed low element first (the mma's fragment order).
 __device__ inline void split2(float x, float y, uint32_t& hi, uint32_t& lo) {
@@ -178,79 +183,160 @@ __device__ void attend_split(const Row& row, const float* q0, const float* q1, i
   }
 }
 
-// Warp w of block x computes item x * kWarps + w: (row, KV head) walking every split, or, with
-// `splits`, (row, KV head, split) writing that split's result for the fold kernel
-// ([pair][split][H * (D + 2)], as cuda_attention.cuh describes).
-template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
-    attention_mma_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
-                         const float* __restrict__ v_cache, const int32_t* positions, const int32_t* row_seq,
-                         const int32_t* page_tables, int64_t max_pages, int64_t items, int heads, int kv_heads,
-                         int page_shift, float scale, int64_t max_splits, float* __restrict__ splits,
-                         float* __restrict__ out) {
-  cuda::start_kernel();
-  constexpr int kCols = D / 8;
-  __shared__ float totals[kWarps][4 * kCols][32];  // the running columns, a lane's own in its bank
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, quad = lane % 4, n = lane / 4;
-  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
-  if (item >= items) return;
-  const int64_t pair = splits ? item / max_splits : item;  // (row, KV head)
-  const int64_t r = pair / kv_heads, g = pair % kv_heads;
-  const int per_kv = heads / kv_heads;
+// How a launch shares out its (row, KV head) pairs: a warp walking a pair's splits in order
+// (many pairs: fills and wide rounds), a block of kBlockWarps warps taking a pair's splits
+// kBlockWarps at a time and folding them in order (fewer pairs, long rows), or a warp a split
+// with the fold in a second kernel (few pairs). Every way folds the same splits in the same
+// order with the same arithmetic, so a row's bits do not depend on which one its launch took.
+enum class Walk { warp, block, split };
+
+constexpr int kBlockWarps = 4;
+
+// What a warp needs for its (row, KV head): the row's pages and its two query heads' rows.
+struct Pair {
   Row row;
-  row.length = int64_t(positions[r]) + 1;
-  row.pages = page_tables + int64_t(row_seq[r]) * max_pages;
-  row.page_shift = page_shift;
-  row.head_dim = D;
-  row.page_stride = int64_t(kv_heads) * (int64_t(1) << page_shift) * D;
-  row.k_base = k_cache + g * (int64_t(1) << page_shift) * D;
-  row.v_base = v_cache + g * (int64_t(1) << page_shift) * D;
-  const int64_t row_splits = (row.length + kSplit - 1) / kSplit;
+  const float *q0, *q1;
+  int64_t splits;  // the row's splits
+  float* out;      // the pair's first head's output row
+};
+
+template <int D>
+__device__ Pair open_pair(int64_t pair, const float* q, const float* k_cache, const float* v_cache,
+                          const int32_t* positions, const int32_t* row_seq, const int32_t* page_tables,
+                          int64_t max_pages, int heads, int kv_heads, int page_shift, float* out) {
+  const int64_t r = pair / kv_heads, g = pair % kv_heads, page_size = int64_t(1) << page_shift;
+  const int per_kv = heads / kv_heads, n = threadIdx.x % 32 / 4;
+  Pair p;
+  p.row.length = int64_t(positions[r]) + 1;
+  p.row.pages = page_tables + int64_t(row_seq[r]) * max_pages;
+  p.row.page_shift = page_shift;
+  p.row.head_dim = D;
+  p.row.page_stride = int64_t(kv_heads) * page_size * D;
+  p.row.k_base = k_cache + g * page_size * D;
+  p.row.v_base = v_cache + g * page_size * D;
+  p.splits = (p.row.length + kSplit - 1) / kSplit;
   const float* q_heads = q + (r * heads + g * per_kv) * D;
-  const float* q0 = n < per_kv ? q_heads + n * D : nullptr;
-  const float* q1 = n + 8 < per_kv ? q_heads + (n + 8) * D : nullptr;
-  float part[kCols][4], split_max[2], split_sum[2];
-  if (splits) {
-    const int64_t split = item % max_splits;
-    if (split >= row_splits) return;
-    attend_split<D>(row, q0, q1, split * kSplit, scale, split_max, split_sum, part);
-    float* result = splits + item * per_kv * (D + 2);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = n + 8 * h;
-      if (head >= per_kv) continue;
-      if (quad == 0) result[2 * head] = split_max[h], result[2 * head + 1] = split_sum[h];
-#pragma unroll
-      for (int t = 0; t < kCols; ++t)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) result[2 * per_kv + head * D + (2 * quad + e) * kCols + t] = part[t][2 * h + e];
-    }
-    return;
-  }
-  float(*total)[32] = totals[warp];
-  float total_max[2] = {-INFINITY, -INFINITY}, total_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int i = 0; i < 4 * kCols; ++i) total[i][lane] = 0.0f;
-  for (int64_t split = 0; split < row_splits; ++split) {
-    attend_split<D>(row, q0, q1, split * kSplit, scale, split_max, split_sum, part);
-    const cuda::attention_parts::Fold f[2] = {
-        cuda::attention_parts::fold(total_max[0], total_sum[0], split_max[0], split_sum[0]),
-        cuda::attention_parts::fold(total_max[1], total_sum[1], split_max[1], split_sum[1])};
-#pragma unroll
-    for (int t = 0; t < kCols; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        total[4 * t + e][lane] = cuda::attention_parts::fold_column(total[4 * t + e][lane], part[t][e], f[e / 2]);
-  }
+  p.q0 = n < per_kv ? q_heads + n * D : nullptr;
+  p.q1 = n + 8 < per_kv ? q_heads + (n + 8) * D : nullptr;
+  p.out = out + (r * heads + g * per_kv) * D;
+  return p;
+}
+
+// Writes a split's result for the heads below per_kv as the fold kernel reads it: each head's
+// max and sum, then each head's D columns (the split-parallel scratch and the block walk's
+// shared memory alike).
+template <int D>
+__device__ void write_split(float* result, int per_kv, const float (&split_max)[2], const float (&split_sum)[2],
+                            const float (&part)[D / 8][4]) {
+  constexpr int kCols = D / 8;
+  const int lane = threadIdx.x % 32, quad = lane % 4, n = lane / 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int head = n + 8 * h;
     if (head >= per_kv) continue;
-    float* out_head = out + (r * heads + g * per_kv + head) * D;
+    if (quad == 0) result[2 * head] = split_max[h], result[2 * head + 1] = split_sum[h];
+    float* columns = result + 2 * per_kv + head * D;
 #pragma unroll
     for (int t = 0; t < kCols; ++t)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) out_head[(2 * quad + e) * kCols + t] = total[4 * t + 2 * h + e][lane] / total_sum[h];
+      for (int e = 0; e < 2; ++e) columns[(2 * quad + e) * kCols + t] = part[t][2 * h + e];
+  }
+}
+
+// Walk::warp and Walk::split: a warp a block, item blockIdx.x (a pair, or a (pair, split) with
+// its result at splits + item * per_kv * (D + 2), see write_split). Walk::block: kBlockWarps
+// warps, pair blockIdx.x.
+template <int D, Walk walk>
+__global__ void __launch_bounds__(kBlockWarps * 32)
+    attention_mma_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
+                         const float* __restrict__ v_cache, const int32_t* positions, const int32_t* row_seq,
+                         const int32_t* page_tables, int64_t max_pages, int heads, int kv_heads, int page_shift,
+                         float scale, int64_t max_splits, float* __restrict__ splits,
+                         float* __restrict__ out) {
+  cuda::start_kernel();
+  constexpr int kCols = D / 8;
+  extern __shared__ float shared[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, quad = lane % 4, n = lane / 4;
+  const int per_kv = heads / kv_heads;
+  const int64_t item = blockIdx.x;
+  const Pair p = open_pair<D>(walk == Walk::split ? item / max_splits : item, q, k_cache, v_cache, positions, row_seq,
+                              page_tables, max_pages, heads, kv_heads, page_shift, out);
+  float part[kCols][4], split_max[2], split_sum[2];
+  if constexpr (walk == Walk::split) {
+    const int64_t split = item % max_splits;
+    if (split >= p.splits) return;
+    attend_split<D>(p.row, p.q0, p.q1, split * kSplit, scale, split_max, split_sum, part);
+    write_split<D>(splits + item * per_kv * (D + 2), per_kv, split_max, split_sum, part);
+    return;
+  }
+  if constexpr (walk == Walk::warp) {
+    // The running columns in shared memory, a lane's own in its own bank: total[i][lane].
+    float(*total)[32] = reinterpret_cast<float(*)[32]>(shared);
+    float total_max[2] = {-INFINITY, -INFINITY}, total_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 4 * kCols; ++i) total[i][lane] = 0.0f;
+    for (int64_t split = 0; split < p.splits; ++split) {
+      attend_split<D>(p.row, p.q0, p.q1, split * kSplit, scale, split_max, split_sum, part);
+      const Fold f[2] = {fold(total_max[0], total_sum[0], split_max[0], split_sum[0]),
+                         fold(total_max[1], total_sum[1], split_max[1], split_sum[1])};
+#pragma unroll
+      for (int t = 0; t < kCols; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[4 * t + e][lane] = fold_column(total[4 * t + e][lane], part[t][e], f[e / 2]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (n + 8 * h >= per_kv) continue;
+      float* out_head = p.out + (n + 8 * h) * D;
+#pragma unroll
+      for (int t = 0; t < kCols; ++t)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) out_head[(2 * quad + e) * kCols + t] = total[4 * t + 2 * h + e][lane] / total_sum[h];
+    }
+    return;
+  }
+  // Walk::block: warp w computes split group + w into results[w]; then thread h < per_kv folds
+  // head h's max and sum through the group's splits in order, and every thread its columns
+  // (head, column) = threadIdx.x + i * kBlockWarps * 32.
+  constexpr int kPairs = 16 * D / (kBlockWarps * 32);
+  float* results = shared;                                     // [kBlockWarps][16 * (D + 2)]
+  float* folds = shared + kBlockWarps * 16 * (D + 2);          // [kBlockWarps][16][keep, add]
+  float* sums = folds + kBlockWarps * 16 * 2;                  // [16]: the running sums, at the end
+  float total[kPairs];
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) total[i] = 0.0f;
+  float head_max = -INFINITY, head_sum = 0.0f;  // thread h's head h
+  for (int64_t group = 0; group < p.splits; group += kBlockWarps) {
+    const int count = int(cuda::min64(kBlockWarps, p.splits - group));
+    if (warp < count) {
+      attend_split<D>(p.row, p.q0, p.q1, (group + warp) * kSplit, scale, split_max, split_sum, part);
+      write_split<D>(results + warp * 16 * (D + 2), per_kv, split_max, split_sum, part);
+    }
+    __syncthreads();
+    if (threadIdx.x < per_kv)
+      for (int w = 0; w < count; ++w) {
+        const float* at = results + w * 16 * (D + 2);
+        const Fold f = fold(head_max, head_sum, at[2 * threadIdx.x], at[2 * threadIdx.x + 1]);
+        folds[(w * 16 + threadIdx.x) * 2] = f.keep, folds[(w * 16 + threadIdx.x) * 2 + 1] = f.add;
+      }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) {
+      const int pair = threadIdx.x + i * kBlockWarps * 32, head = pair / D, col = pair % D;
+      if (head >= per_kv) continue;
+      for (int w = 0; w < count; ++w) {
+        const float* f = folds + (w * 16 + head) * 2;
+        total[i] = fold_column(total[i], results[w * 16 * (D + 2) + 2 * per_kv + head * D + col], Fold{f[0], f[1]});
+      }
+    }
+    __syncthreads();  // the results are read
+  }
+  if (threadIdx.x < per_kv) sums[threadIdx.x] = head_sum;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {
+    const int pair = threadIdx.x + i * kBlockWarps * 32, head = pair / D;
+    if (head < per_kv) p.out[pair] = total[i] / sums[head];
   }
 }
 
@@ -263,18 +349,27 @@ void launch_attention_mma(cuda::Context& context, const Tensor& q, const KvLayer
   int page_shift = 0;
   while ((int64_t(1) << page_shift) < page_size) ++page_shift;
   cuda::require(int64_t(1) << page_shift == page_size, "attention: the KV page size is not a power of two");
-  const bool split_parallel = pairs <= kSplitParallelPairs && max_splits > 1 && pairs * max_splits <= kMaxSplitResults;
-  const int64_t items = split_parallel ? pairs * max_splits : pairs;
+  const Walk walk = pairs <= kSplitParallelPairs && max_splits > 1 && pairs * max_splits <= kMaxSplitResults ? Walk::split
+                    : pairs < kWarpWalkPairs                                                          ? Walk::block
+                                                                                                      : Walk::warp;
   float* splits = nullptr;
-  if (split_parallel)
+  if (walk == Walk::split)
     splits = static_cast<float*>(context.scratch.attention_splits.get(
-        context.launches, size_t(items * (heads / kv_heads) * (D + 2)) * sizeof(float)));
+        context.launches, size_t(pairs * max_splits * (heads / kv_heads) * (D + 2)) * sizeof(float)));
+  const int64_t blocks = walk == Walk::split ? pairs * max_splits : pairs;
+  const int threads = walk == Walk::block ? kBlockWarps * 32 : 32;
+  const size_t shared = sizeof(float) * (walk == Walk::block ? size_t(kBlockWarps * 16 * (D + 4) + 16)
+                                         : walk == Walk::warp ? size_t(4 * (D / 8) * 32)
+                                                              : 0);
   const int32_t *positions = cuda::ptr<int32_t>(rows.positions), *row_seq = cuda::ptr<int32_t>(rows.row_seq);
-  cuda::launch(attention_mma_kernel<D>, unsigned((items + kWarps - 1) / kWarps), kWarps * 32, 0, context.launches,
-               cuda::ptr<float>(q), cuda::ptr<float>(cache.k), cuda::ptr<float>(cache.v), positions, row_seq,
-               cuda::ptr<int32_t>(rows.page_tables), max_pages, items, int(heads), int(kv_heads), page_shift, scale,
+  auto kernel = walk == Walk::split ? attention_mma_kernel<D, Walk::split>
+                : walk == Walk::block ? attention_mma_kernel<D, Walk::block>
+                                      : attention_mma_kernel<D, Walk::warp>;
+  cuda::launch(kernel, unsigned(blocks), threads, shared, context.launches, cuda::ptr<float>(q),
+               cuda::ptr<float>(cache.k), cuda::ptr<float>(cache.v), positions, row_seq,
+               cuda::ptr<int32_t>(rows.page_tables), max_pages, int(heads), int(kv_heads), page_shift, scale,
                max_splits, splits, cuda::ptr<float>(out));
-  if (split_parallel)
+  if (walk == Walk::split)
     cuda::attention_parts::launch_attention_fold(context.launches, unsigned(pairs), positions, heads, kv_heads, D,
                                                  kSplit, max_splits, 1, splits, cuda::ptr<float>(out));
 }
