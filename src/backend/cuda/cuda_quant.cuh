@@ -43,6 +43,12 @@ __device__ inline float f16_at(const uint8_t* p) { return __half2float(__ushort_
 __device__ inline float bf16_at(const uint8_t* p) { return __uint_as_float(uint32_t(load_u16(p)) << 16); }
 __device__ inline float f32_at(const uint8_t* p) { return *reinterpret_cast<const float*>(p); }
 
+// Eight bytes from a 2-byte-aligned address as two little-endian words: bytes 0-3, then 4-7.
+__device__ inline void load_words2(const uint8_t* p, uint32_t (&out)[2]) {
+#pragma unroll
+  for (int w = 0; w < 2; ++w) out[w] = uint32_t(load_u16(p + 4 * w)) | uint32_t(load_u16(p + 4 * w + 2)) << 16;
+}
+
 // Eight bytes from a 2-byte-aligned address, byte i in out[i].
 __device__ inline void load_bytes8(const uint8_t* p, uint8_t (&out)[8]) {
 #pragma unroll
@@ -58,6 +64,25 @@ __device__ inline void load_bytes8(const uint8_t* p, uint8_t (&out)[8]) {
 template <int kOffset>
 __device__ inline float small_int(uint32_t v) {
   return __fsub_rn(__uint_as_float(0x4B000000u | v), float((1 << 23) + kOffset));
+}
+
+// small_int<kOffset> of byte `j` of `bytes` (each byte < 2^8), one byte permute for the magic
+// number's bits: [byte j, 0, 0, 0x4B] is 2^23 + byte j.
+template <int kOffset>
+__device__ inline float small_int_of_byte(uint32_t bytes, int j) {
+  return __fsub_rn(__uint_as_float(__byte_perm(bytes, 0x4B000000u, 0x7650u | uint32_t(j))), float((1 << 23) + kOffset));
+}
+
+// Eight 4-bit codes, code i in bits 4i .. 4i + 3 of `word`, as small_int<kOffset> each: the low
+// and the high nibbles masked once for all bytes, then a byte permute a code.
+template <int kOffset>
+__device__ inline void small_ints_of_nibbles(uint32_t word, float (&out)[8]) {
+  const uint32_t low = word & 0x0F0F0F0Fu, high = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    out[2 * j] = small_int_of_byte<kOffset>(low, j);
+    out[2 * j + 1] = small_int_of_byte<kOffset>(high, j);
+  }
 }
 
 // e4m3 "fn" to f32, exact (quant.cpp's e4m3_to_f32): its exponent and mantissa bits placed in an
@@ -125,18 +150,23 @@ struct QuantWeights : QuantView {
     if constexpr (kKind == QuantKind::q8_0) {
       const uint8_t* block = row + size_t(at / 32) * 34;
       const float d = f16_at(block);
-      uint8_t q[8];
-      load_bytes8(block + 2 + at % 32, q);
+      uint32_t words[2];
+      load_words2(block + 2 + at % 32, words);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(small_int<128>(q[i] ^ 0x80u), d);  // int8_t(q) * d
+      for (int i = 0; i < 8; ++i)  // int8_t(q) * d: the sign bit flipped makes q + 128
+        out[i] = __fmul_rn(small_int_of_byte<128>(words[i / 4] ^ 0x80808080u, i % 4), d);
     } else if constexpr (kKind == QuantKind::q4_0) {
       const uint8_t* block = row + size_t(at / 32) * 18;
       const float d = f16_at(block);
       const int o = int(at % 32), shift = o >= 16 ? 4 : 0;
-      uint8_t q[8];
-      load_bytes8(block + 2 + o % 16, q);
+      uint32_t words[2];
+      load_words2(block + 2 + o % 16, words);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(d, small_int<8>((q[i] >> shift) & 0xF));
+      for (int w = 0; w < 2; ++w) {
+        const uint32_t codes = (words[w] >> shift) & 0x0F0F0F0Fu;  // the block's values o .. o + 7
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[4 * w + j] = __fmul_rn(d, small_int_of_byte<8>(codes, j));
+      }
     } else if constexpr (kKind == QuantKind::q4_k || kKind == QuantKind::q5_k) {
       constexpr bool kFive = kKind == QuantKind::q5_k;
       const uint8_t* block = row + size_t(at / 256) * (kFive ? 176 : 144);
@@ -178,13 +208,25 @@ struct QuantWeights : QuantView {
       const float scale = scale_at(row + values_bytes + g * size);
       const float bias = scale_at(row + values_bytes + scales_bytes + g * size);
       const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + at / kPerWord;
-      uint32_t word = words[0];
+      float codes[8];
+      if constexpr (kBits == 4) {
+        small_ints_of_nibbles<0>(words[0], codes);
+      } else if constexpr (kBits == 8) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        if (kBits == 8 && i == 4) word = words[1];
-        const int place = kBits == 2 ? int(at % 16) + i : i % kPerWord;
-        const uint32_t code = (word >> (kBits * place)) & ((1u << kBits) - 1);
-        out[i] = __fadd_rn(__fmul_rn(small_int<0>(code), scale), bias);
+        for (int i = 0; i < 8; ++i) codes[i] = small_int_of_byte<0>(words[i / 4], i % 4);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) codes[i] = small_int<0>((words[0] >> (2 * (int(at % 16) + i))) & 3u);
+      }
+      // scale * code + bias. With 16-bit scales (at most 11 significant bits) times a code of at
+      // most 8 bits, the product is exact in f32, so one fused multiply-add rounds as the
+      // product's add alone would: the same bits in one instruction.
+      if (scale_type == DType::f32) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out[i] = __fadd_rn(__fmul_rn(codes[i], scale), bias);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out[i] = __fmaf_rn(codes[i], scale, bias);
       }
     }
   }
