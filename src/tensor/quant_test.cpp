@@ -369,5 +369,37 @@ TEST(QuantConversions, F16RoundsToNearestEven) {
   }
 }
 
+// The GPU decodes MLX affine weights with 16-bit scales as fma(code, scale, bias) where the
+// format says code * scale + bias (cuda_quant.cuh): the same bits because every such product is
+// exact in f32 (a scale's 8 or 11 significant bits times a code's 8 at most), so the fused form
+// rounds once where the two-step form rounded only at its add. (Unless the product overflows: a
+// bf16 scale past 1.3e36, which no quantizer writes, since a scale is a group's range over the
+// codes.)
+TEST(QuantConversions, SixteenBitScalesTimesCodesAreExactInF32) {
+  for (bool bf16 : {true, false})
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const float scale = bf16 ? bf16_to_f32(uint16_t(bits)) : f16_to_f32(uint16_t(bits));
+      if (!std::isfinite(scale)) continue;
+      for (int code = 0; code < 256; ++code) {
+        const float product = float(code) * scale;
+        if (std::isinf(product)) continue;
+        ASSERT_EQ(double(product), double(code) * double(scale)) << (bf16 ? "bf16" : "f16") << " " << bits;
+      }
+    }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const float scale = bf16_to_f32(uint16_t(rng() >> 16)), code = float(rng() % 256);
+    if (!std::isfinite(scale)) continue;
+    const float bias = unit(rng) * scale * 128.0f;
+    volatile float product = code * scale;  // rounded on its own, never contracted
+    if (!std::isfinite(bias) || std::isinf(product)) continue;
+    const float two_step = product + bias, fused = std::fma(code, scale, bias);
+    uint32_t a, b;
+    std::memcpy(&a, &two_step, 4), std::memcpy(&b, &fused, 4);
+    ASSERT_EQ(a, b) << code << " * " << scale << " + " << bias;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

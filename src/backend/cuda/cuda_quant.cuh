@@ -219,8 +219,9 @@ struct QuantWeights : QuantView {
         for (int i = 0; i < 8; ++i) codes[i] = small_int<0>((words[0] >> (2 * (int(at % 16) + i))) & 3u);
       }
       // scale * code + bias. With 16-bit scales (at most 11 significant bits) times a code of at
-      // most 8 bits, the product is exact in f32, so one fused multiply-add rounds as the
-      // product's add alone would: the same bits in one instruction.
+      // most 8 bits, the product is exact in f32 (short of overflow, past any scale a quantizer
+      // writes), so one fused multiply-add rounds as the product's add alone would: the same
+      // bits in one instruction (QuantConversions.SixteenBitScalesTimesCodesAreExactInF32).
       if (scale_type == DType::f32) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) out[i] = __fadd_rn(__fmul_rn(codes[i], scale), bias);
