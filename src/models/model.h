@@ -44,6 +44,17 @@ struct ModelOptions {
   int32_t tensor_parallel = 1;
 };
 
+// The rank-order sum of tensor-parallel ranks' partial outputs: rank r writes its part into
+// target(r) (the sum itself for the first rank, `part` for the others), then add(r) adds it:
+// ((p0 + p1) + p2) + ..., the order the all-reduce keeps, whatever the pass's rows.
+struct RankSum {
+  Tensor sum, part;  // [n, hidden]; part unused with one rank
+  const Tensor& target(size_t rank) const { return rank == 0 ? sum : part; }
+  void add(Backend& backend, size_t rank) const {
+    if (rank > 0) backend.add(sum, part, sum);
+  }
+};
+
 // How tensor-parallel ranks share a model's KV heads: each rank takes the KV heads its query
 // heads read, kv_heads / ranks of them, or, with more ranks than KV heads, one KV head repeated
 // on ranks / kv_heads ranks (each computes and caches it alike).

@@ -45,11 +45,12 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
   const int64_t q_dim = c.heads * c.head_dim;
   const int64_t kv_dim = c.kv_heads * c.head_dim;
   Status status;
-  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
-    if (!status.ok()) return;
-    auto tensor = upload_weight(weights, backend_, name, shape, use);
+  auto keep = [&](OwnedTensor& into, Expected<OwnedTensor> tensor) {
     if (tensor.ok()) into = std::move(*tensor);
     else status = tensor.error();
+  };
+  auto load = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use) {
+    if (status.ok()) keep(into, upload_weight(weights, backend_, name, shape, use));
   };
   // Rank r's share of a tensor split along dimension `cut` (0: rows, the output features of a
   // column-parallel weight or a bias; 1: columns, the input features of a row-parallel weight)
@@ -58,21 +59,17 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
     if (ranks_ == 1) return load(into, name, shape, use);
     if (!status.ok()) return;
     const int64_t size = shape[cut] / ranks_;
-    auto tensor = cut == 0 ? upload_rows(weights, backend_, name, shape, r * size, size, use)
-                           : upload_columns(weights, backend_, name, shape, r * size, size, use);
-    if (tensor.ok()) into = std::move(*tensor);
-    else status = tensor.error();
+    keep(into, cut == 0 ? upload_rows(weights, backend_, name, shape, r * size, size, use)
+                        : upload_columns(weights, backend_, name, shape, r * size, size, use));
   };
   // Rank r's rows of a k or v projection (or its bias): those of the KV heads its query heads
   // read (KvHeadSplit).
   const KvHeadSplit kv_split{c.kv_heads, ranks_};
   auto load_kv = [&](OwnedTensor& into, const std::string& name, Shape shape, WeightUse use, int64_t r) {
     if (ranks_ == 1) return load(into, name, shape, use);
-    if (!status.ok()) return;
-    auto tensor = upload_rows(weights, backend_, name, shape, kv_split.first(r) * c.head_dim,
-                              kv_split.per_rank() * c.head_dim, use);
-    if (tensor.ok()) into = std::move(*tensor);
-    else status = tensor.error();
+    if (status.ok())
+      keep(into, upload_rows(weights, backend_, name, shape, kv_split.first(r) * c.head_dim,
+                             kv_split.per_rank() * c.head_dim, use));
   };
   load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
   load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
@@ -192,6 +189,7 @@ void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
   Tensor v = rows_of(v_, n);        // [n, kv_heads, head_dim] (the rank's)
   Tensor attn = rows_of(attn_, n);  // [n, heads, head_dim] (the rank's)
   Tensor proj = rows_of(proj_, n);  // [n, hidden]
+  const RankSum sum{proj, ranks_ > 1 ? rows_of(part_, n) : Tensor{}};
   Tensor positions = inputs_.positions();
 
   backend_.rms_norm(x, layer.attn_norm, float(c.rms_eps), h);
@@ -216,7 +214,8 @@ void LlamaModel::attention_block(LlamaLayer& layer, int64_t n) {
     KvLayer cache{rank.k_cache.view(), rank.v_cache.view()};
     backend_.kv_write(k, v, inputs_.cache_slots(), cache);
     backend_.attention(q, cache, inputs_.attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
-    add_rank_part(attn.reshaped({n, heads * c.head_dim}), rank.wo, r, proj);
+    backend_.matmul(attn.reshaped({n, heads * c.head_dim}), rank.wo, sum.target(r));
+    sum.add(backend_, r);
   }
   if (c.attention_bias) backend_.add_bias(proj, layer.bo);
   backend_.add(x, proj, x);
@@ -232,6 +231,7 @@ void LlamaModel::mlp_block(LlamaLayer& layer, int64_t n) {
   Tensor up = rows_of(up_, n);      // [n, intermediate] (the rank's share)
   Tensor act = rows_of(act_, n);    // [n, intermediate] (the rank's share)
   Tensor proj = rows_of(proj_, n);  // [n, hidden]
+  const RankSum sum{proj, ranks_ > 1 ? rows_of(part_, n) : Tensor{}};
 
   backend_.rms_norm(x, layer.mlp_norm, float(c.rms_eps), h);
   for (size_t r = 0; r < layer.ranks.size(); ++r) {
@@ -243,22 +243,11 @@ void LlamaModel::mlp_block(LlamaLayer& layer, int64_t n) {
       backend_.add_bias(up, rank.b_up);
     }
     backend_.swiglu(gate, up, act);
-    add_rank_part(act, rank.w_down, r, proj);
+    backend_.matmul(act, rank.w_down, sum.target(r));
+    sum.add(backend_, r);
   }
   if (c.mlp_bias) backend_.add_bias(proj, layer.b_down);
   backend_.add(x, proj, x);
-}
-
-// Rank r's partial sum x * w into sum: the first rank's is the sum, each later one is added
-// to it (the order an all-reduce over ranks keeps: ((p0 + p1) + p2) + ...).
-void LlamaModel::add_rank_part(const Tensor& x, const Tensor& w, size_t r, const Tensor& sum) {
-  if (r == 0) {
-    backend_.matmul(x, w, sum);
-    return;
-  }
-  Tensor part = rows_of(part_, x.shape[0]);
-  backend_.matmul(x, w, part);
-  backend_.add(sum, part, sum);
 }
 
 std::vector<Tensor> LlamaModel::kv_caches() {

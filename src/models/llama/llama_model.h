@@ -50,7 +50,6 @@ class LlamaModel final : public Model {
   [[nodiscard]] Status allocate(const ModelOptions& options);
   void attention_block(LlamaLayer& layer, int64_t n);
   void mlp_block(LlamaLayer& layer, int64_t n);
-  void add_rank_part(const Tensor& x, const Tensor& w, size_t r, const Tensor& sum);
 
   LlamaConfig config_;
   Backend& backend_;

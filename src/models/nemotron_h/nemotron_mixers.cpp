@@ -16,11 +16,7 @@ Tensor front(const OwnedTensor& buffer, Shape shape) { return Tensor{buffer.view
 
 }  // namespace
 
-Tensor NemotronModel::rank_output(size_t r, int64_t n) { return rows_of(r == 0 ? out_ : part_, n); }
-
-void NemotronModel::add_rank_output(size_t r, int64_t n) {
-  if (r > 0) backend_.add(rows_of(out_, n), rows_of(part_, n), rows_of(out_, n));
-}
+RankSum NemotronModel::rank_sum(int64_t n) { return {rows_of(out_, n), ranks_ > 1 ? rows_of(part_, n) : Tensor{}}; }
 
 // Mamba2: z, xBC, dt = in_proj(h); xBC = silu(conv1d(xBC)); x, B, C = split(xBC);
 // y = scan(x, dt, A, B, C, D); out = out_proj(gated_norm(y, z)). A rank runs its groups' heads.
@@ -40,6 +36,7 @@ void NemotronModel::mamba_mixer(NemotronLayer& layer, int64_t n) {
   Tensor y_norm = front(y_norm_, {n, inner});
   Tensor proj = front(proj_, {n, inner + conv_dim + heads});
   SequenceRows seqs = inputs_->sequences();
+  const RankSum sum = rank_sum(n);
   for (size_t r = 0; r < layer.ranks.size(); ++r) {
     MambaWeights& m = layer.ranks[r].mamba;
     // One matmul reads in_proj once (one launch, not three) and its columns go to z, xBC and dt.
@@ -68,8 +65,8 @@ void NemotronModel::mamba_mixer(NemotronLayer& layer, int64_t n) {
     scan.out = y;
     backend_.ssm_scan(scan, seqs);
     backend_.gated_rms_norm(y.reshaped({n, inner}), z, m.norm, groups, float(c.eps), y_norm);
-    backend_.matmul(y_norm, m.out_proj, rank_output(r, n));
-    add_rank_output(r, n);
+    backend_.matmul(y_norm, m.out_proj, sum.target(r));
+    sum.add(backend_, r);
   }
   if (c.proj_bias) backend_.add_bias(rows_of(out_, n), layer.out_bias);
 }
@@ -85,6 +82,7 @@ void NemotronModel::attention_mixer(NemotronLayer& layer, int64_t n) {
   Tensor v = front(v_, {n, kv_heads, c.head_dim});
   Tensor attn = front(attn_, {n, heads, c.head_dim});
   Tensor qkv = front(qkv_, {n, (heads + 2 * kv_heads) * c.head_dim});
+  const RankSum sum = rank_sum(n);
   for (size_t r = 0; r < layer.ranks.size(); ++r) {
     AttentionWeights& a = layer.ranks[r].attention;
     backend_.matmul_split(h, a.wqkv, qkv,
@@ -93,14 +91,15 @@ void NemotronModel::attention_mixer(NemotronLayer& layer, int64_t n) {
     KvLayer cache{a.k_cache.view(), a.v_cache.view()};
     backend_.kv_write(k, v, inputs_->cache_slots(), cache);
     backend_.attention(q, cache, inputs_->attention(), float(1.0 / std::sqrt(double(c.head_dim))), attn);
-    backend_.matmul(attn.reshaped({n, heads * c.head_dim}), a.wo, rank_output(r, n));
-    add_rank_output(r, n);
+    backend_.matmul(attn.reshaped({n, heads * c.head_dim}), a.wo, sum.target(r));
+    sum.add(backend_, r);
   }
 }
 
 // relu2 MLP: out = down(relu(up(h))^2). A rank runs its share of the width.
 void NemotronModel::mlp_mixer(NemotronLayer& layer, int64_t n) {
   Tensor h = rows_of(h_, n);  // [n, hidden]
+  const RankSum sum = rank_sum(n);
   for (size_t r = 0; r < layer.ranks.size(); ++r) {
     const MlpWeights& mlp = layer.ranks[r].mlp;
     Tensor up = front(inner_, {n, mlp.up.view().shape[0]});  // [n, inner]
@@ -111,8 +110,8 @@ void NemotronModel::mlp_mixer(NemotronLayer& layer, int64_t n) {
       backend_.add_bias(up, mlp.up_bias);
       backend_.relu_squared(up, up);
     }
-    backend_.matmul(up, mlp.down, rank_output(r, n));
-    add_rank_output(r, n);
+    backend_.matmul(up, mlp.down, sum.target(r));
+    sum.add(backend_, r);
   }
   if (!layer.out_bias.empty()) backend_.add_bias(rows_of(out_, n), layer.out_bias);
 }
@@ -128,14 +127,15 @@ void NemotronModel::moe_mixer(NemotronLayer& layer, int64_t n) {
   Tensor weights = rows_of(expert_weights_, n);   // [n, top_k]
   backend_.matmul(h, layer.router, logits);
   MoeRouting routing{c.expert_groups, c.topk_groups, c.norm_topk, float(c.routed_scale)};
+  const RankSum sum = rank_sum(n);
   for (size_t r = 0; r < layer.ranks.size(); ++r) {
     MoeWeights& moe = layer.ranks[r].moe;
     if (r == 0)
       backend_.moe(h, logits, layer.correction_bias, routing, moe.up, moe.down, moe.shared_experts, ids, weights,
-                   rank_output(r, n));
+                   sum.target(r));
     else  // the routing the first rank made (every rank's would be the same)
-      backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared_experts, rank_output(r, n));
-    add_rank_output(r, n);
+      backend_.moe_experts(h, ids, weights, moe.up, moe.down, moe.shared_experts, sum.target(r));
+    sum.add(backend_, r);
   }
 }
 

@@ -119,10 +119,8 @@ class NemotronModel final : public Model {
   void attention_mixer(NemotronLayer& layer, int64_t n);
   void mlp_mixer(NemotronLayer& layer, int64_t n);
   void moe_mixer(NemotronLayer& layer, int64_t n);
-  // Where rank r writes its partial output: out_ for the first, part_ for the others, which
-  // add_rank_output then adds to out_: ((p0 + p1) + p2) + ..., the order the all-reduce keeps.
-  Tensor rank_output(size_t r, int64_t n);
-  void add_rank_output(size_t r, int64_t n);
+  // The ranks' partial outputs' sum into out_'s first n rows (through part_ for later ranks).
+  RankSum rank_sum(int64_t n);
 
   NemotronConfig config_;
   Backend& backend_;
