@@ -9,6 +9,8 @@
 #include <random>
 
 #include "op_test_data.h"
+#include "tensor/quant.h"
+#include "tensor/quant_tensor.h"
 #include "test_support.h"
 
 namespace lockstep {
@@ -268,6 +270,55 @@ TEST_P(MoeOps, ExpertsRowIsBitIdenticalUnderSkewedAndBalancedRouting) {
                           std::to_string(target_ids[1]) + "," + std::to_string(target_ids[2]);
       EXPECT_TRUE(same_bits(alone, 0, with_skewed, at * kDim, kDim)) << label << ": skewed";
       EXPECT_TRUE(same_bits(alone, 0, with_balanced, at * kDim, kDim)) << label << ": balanced";
+    }
+  }
+}
+
+// Quantized experts (MLX affine 4-bit, Q8_0 and FP8, in groups of 32): a row's result is bit for
+// bit the same alone, among 1 to 33 rows, and among 300 rows that all take its experts, where
+// each expert's launch holds hundreds of rows (the CUDA backend runs these formats on the tensor
+// cores, and every launch of them, a round's or a fill's, must give a row the same sums).
+TEST_P(MoeOps, QuantizedExpertsRowIsBitIdenticalWhateverSharesTheLaunch) {
+  constexpr int64_t d = 64, inner = 32, experts = 8, topk = 3;
+  for (const QuantLayout& layout : {QuantLayout{QuantFormat::mlx_affine, 32, 4, DType::bf16},
+                                    QuantLayout{QuantFormat::q8_0}, QuantLayout{QuantFormat::fp8_e4m3, 32, 0, DType::f32}}) {
+    SCOPED_TRACE(quant_layout_name(layout));
+    std::mt19937 rng(24);
+    auto stack = [&](int64_t rows, int64_t k) {
+      const std::vector<float> values = normal_floats(rng, experts * rows * k, 1.0f / std::sqrt(float(k)));
+      const size_t row_bytes = quant_row_total(layout, k);
+      std::vector<std::byte> stored(size_t(experts * rows) * row_bytes);
+      for (int64_t r = 0; r < experts * rows; ++r)
+        EXPECT_TRUE(quantize_stored_row(layout, values.data() + r * k, k, stored.data() + size_t(r) * row_bytes).ok());
+      OwnedTensor t = backend->alloc_quantized(layout, {experts, rows, k});
+      backend->upload(t, stored.data());
+      return t;
+    };
+    OwnedTensor up = stack(inner, d), down = stack(d, inner);
+    auto run = [&](const std::vector<float>& x, const std::vector<int32_t>& ids, const std::vector<float>& weights) {
+      const int64_t n = int64_t(x.size()) / d;
+      OwnedTensor out = to_backend(*backend, DType::f32, {n, d}, std::vector<float>(size_t(n * d), 1e30f));
+      backend->moe_experts(to_backend(*backend, DType::f32, {n, d}, x), to_backend(*backend, DType::i32, {n, topk}, ids),
+                           to_backend(*backend, DType::f32, {n, topk}, weights), up, down, 1, out);
+      return to_host(*backend, out);
+    };
+    const std::vector<float> target_x = normal_floats(rng, d), target_weights = {0.5f, 0.3f, 0.2f};
+    const std::vector<int32_t> target_ids = {2, 5, 6};
+    const std::vector<float> alone = run(target_x, target_ids, target_weights);
+    for (int64_t n : {2, 5, 9, 17, 33, 300}) {
+      const int64_t at = n / 2;
+      std::vector<float> x = normal_floats(rng, n * d), weights;
+      std::vector<int32_t> ids;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < topk; ++j) {
+          // 300 rows: every row takes the target's experts.
+          ids.push_back(n == 300 ? target_ids[size_t(j)] : int32_t((r + 3 * j) % (experts - 1)));
+          weights.push_back(0.25f + 0.1f * float(j));
+        }
+      std::copy(target_x.begin(), target_x.end(), x.begin() + at * d);
+      std::copy(target_ids.begin(), target_ids.end(), ids.begin() + at * topk);
+      std::copy(target_weights.begin(), target_weights.end(), weights.begin() + at * topk);
+      EXPECT_TRUE(same_bits(alone, 0, run(x, ids, weights), at * d, d)) << "row " << at << " of " << n;
     }
   }
 }

@@ -1,7 +1,8 @@
-// --quantize: matmul weights quantized as they load. A quantized model's logits must be exactly
-// (bit for bit) those of the same model given the dequantized values as f32 weights, on each
-// backend: its quantized matmul is its f32 matmul of the format's own values, so quantizing
-// changes the weights and nothing else.
+// --quantize: matmul weights quantized as they load. A quantized model's logits must be those of
+// the same model given the dequantized values as f32 weights: bit for bit on the CPU (its
+// quantized matmul is its f32 matmul of the format's own values, so quantizing changes the
+// weights and nothing else), within a tolerance on the CUDA backend's tensor-core formats
+// (expect_logits_of_values).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -65,11 +66,11 @@ MemoryWeights dequantized_weights(const std::string& family, const QuantLayout& 
   return weights;
 }
 
-std::vector<float> prompt_logits(Model& model) { return chunked_prompt_logits(model, 40, 37, 11); }
+std::vector<float> prompt_logits(Model& model, int64_t chunk = 16) { return chunked_prompt_logits(model, 40, 37, 11, chunk); }
 
 class QuantizeAtLoad : public ::testing::TestWithParam<Case> {};
 
-TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeightsBitForBit) {
+TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeights) {
   const Case& c = GetParam();
   auto config = read_json_file(test_data(c.family) + "/config.json");
   ASSERT_TRUE(config.ok());
@@ -87,7 +88,8 @@ TEST_P(QuantizeAtLoad, LogitsAreThoseOfTheDequantizedWeightsBitForBit) {
   ASSERT_TRUE(plain.ok()) << plain.error().message;
 
   const std::vector<float> got = prompt_logits(**quantized);
-  expect_same_bits(got, prompt_logits(**plain));
+  expect_logits_of_values(backend.quant_matmul_is_f32_matmul(layout_named(c.format)), got, prompt_logits(**plain),
+                          has_mamba(c.family) ? std::vector<float>{} : prompt_logits(**quantized, 5));
   // Quantizing did change the model: the logits are not the f32 fixture's.
   auto original = create_model(*config, **Checkpoint::open(test_data(c.family)), backend, ModelOptions{});
   ASSERT_TRUE(original.ok());

@@ -1,8 +1,9 @@
 // Checkpoints stored quantized: MLX affine (mlx-lm's weight/scales/biases) and FP8 e4m3 (block
 // scales as `weight_scale_inv`, or one `weight_scale` per tensor). Each fixture model is written
 // in the format, its matrices quantized (MLX: embeddings, LM head and routers too, as mlx-lm
-// does), and its logits must equal, bit for bit, those of the same model given the values the
-// format stands for as f32 weights.
+// does), and its logits must equal those of the same model given the values the format stands
+// for as f32 weights: bit for bit on the CPU, within a tolerance where the CUDA backend runs the
+// format on the tensor cores (expect_logits_of_values).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -206,11 +207,24 @@ Written write_fixture(const std::string& family, Stored stored) {
   return out;
 }
 
-std::vector<float> prompt_logits(Model& model) { return chunked_prompt_logits(model, 40, 53, 7); }
+std::vector<float> prompt_logits(Model& model, int64_t chunk = 16) { return chunked_prompt_logits(model, 40, 53, 7, chunk); }
+
+// A layout `stored`'s weights load in, for Backend::quant_matmul_is_f32_matmul (which asks
+// only for the format and its bits).
+QuantLayout loaded_layout(Stored stored) {
+  switch (stored) {
+    case Stored::mlx4_bf16_g64: return {QuantFormat::mlx_affine, 64, 4, DType::bf16};
+    case Stored::mlx8_f16_g32:
+    case Stored::mlx8_switch_mlp: return {QuantFormat::mlx_affine, 32, 8, DType::f16};
+    case Stored::fp8_blocks:
+    case Stored::fp8_tensor: break;
+  }
+  return {QuantFormat::fp8_e4m3, 32, 0, DType::f32};
+}
 
 class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
 
-TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
+TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsFor) {
   const Case& c = GetParam();
   auto dir = TempDir::create("lockstep-quantized");
   ASSERT_TRUE(dir.ok());
@@ -229,7 +243,9 @@ TEST_P(QuantizedCheckpoint, LogitsAreThoseOfTheValuesItStandsForBitForBit) {
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   auto plain = create_model(*config, written.values, backend, options);
   ASSERT_TRUE(plain.ok()) << plain.error().message;
-  expect_same_bits(prompt_logits(**loaded), prompt_logits(**plain));
+  const std::vector<float> got = prompt_logits(**loaded);
+  expect_logits_of_values(backend.quant_matmul_is_f32_matmul(loaded_layout(c.stored)), got, prompt_logits(**plain),
+                          has_mamba(c.family) ? std::vector<float>{} : prompt_logits(**loaded, 5));
   // The quantized weights stay quantized (with ranks, those each rank takes whole rows of).
   EXPECT_LT((*loaded)->info().decode_weight_bytes, (*plain)->info().decode_weight_bytes);
 }

@@ -1,6 +1,8 @@
 #include "test_support.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -60,10 +62,10 @@ std::string lockstep_binary() {
   return moved && *moved ? moved : LOCKSTEP_BINARY;
 }
 
-std::vector<float> chunked_prompt_logits(Model& model, int count, int step, int offset) {
+std::vector<float> chunked_prompt_logits(Model& model, int count, int step, int offset, int64_t chunk) {
   std::vector<int32_t> ids;
   for (int i = 0; i < count; ++i) ids.push_back(int32_t((i * step + offset) % 500));
-  SoloRun run(model, 16);
+  SoloRun run(model, chunk);
   auto logits = run.prompt_logits(ids);
   EXPECT_TRUE(logits.ok()) << logits.error().message;
   return logits.ok() ? *logits : std::vector<float>{};
@@ -73,6 +75,20 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
   ASSERT_EQ(got.size(), want.size());
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "logits differ in their bits";
+}
+
+void expect_logits_of_values(bool exact, const std::vector<float>& got, const std::vector<float>& want,
+                             const std::vector<float>& rechunked) {
+  if (exact) return expect_same_bits(got, want);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  float largest = 0.0f, worst = 0.0f;
+  for (size_t i = 0; i < got.size(); ++i) {
+    largest = std::max(largest, std::fabs(want[i]));
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+  }
+  EXPECT_LE(worst, 1e-3f * std::max(largest, 1.0f)) << "largest logit " << largest;
+  if (!rechunked.empty()) expect_same_bits(rechunked, got);
 }
 
 }  // namespace lockstep

@@ -130,6 +130,13 @@ class Backend {
   // A quantized weight [shape...], each row of the last dimension stored in `layout` (see
   // Tensor::quant), uninitialised; upload copies its bytes. Only where runs_quantized().
   virtual OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape);
+  // Whether a matmul of weights in `layout` is, bit for bit, the f32 matmul of their dequantized
+  // values (the CPU: every layout). Where it is not (the CUDA backend's tensor-core formats), it
+  // is within a tolerance of it, and a row's bits still never depend on the other rows.
+  virtual bool quant_matmul_is_f32_matmul(const QuantLayout& layout) const {
+    (void)layout;
+    return true;
+  }
   // Bytes the backend could still allocate (an estimate: for plans, before allocating).
   virtual double free_memory() = 0;
   virtual void upload(const Tensor& dst, const void* src) = 0;

@@ -78,6 +78,11 @@ OwnedTensor CudaBackend::alloc_quantized(const QuantLayout& layout, Shape shape)
   return allocate(Tensor::quantized(layout, shape));
 }
 
+bool CudaBackend::quant_matmul_is_f32_matmul(const QuantLayout& layout) const {
+  cuda::QuantKind kind;
+  return !cuda::quant_kind_of(layout, &kind) || !cuda::quant_on_tensor_cores(kind);
+}
+
 OwnedTensor CudaBackend::allocate(Tensor view) {
   const Shape& shape = view.shape;
   size_t bytes = view.bytes();

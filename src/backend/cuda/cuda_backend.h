@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   // Every layout but FP8 with one scale for the tensor (cuda_quant.cuh), which loads never make.
   bool runs_quantized() const override { return true; }
   OwnedTensor alloc_quantized(const QuantLayout& layout, Shape shape) override;
+  // False for the formats whose matmuls run on the tensor cores (cuda_matmul_quant_mma.cu).
+  bool quant_matmul_is_f32_matmul(const QuantLayout& layout) const override;
   double free_memory() override;
   void upload(const Tensor& dst, const void* src) override;
   void upload_unordered(const Tensor& dst, const void* src) override;

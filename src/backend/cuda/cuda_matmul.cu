@@ -155,6 +155,7 @@ void launch_matmul(const float* x, const void* w, const WeightFormat& format, fl
   require(format.dtype == DType::quant && quant_kind_of(format.quant, &kind) && !rows.packed,
           "matmul: weights of a type the CUDA kernels do not read");
   const QuantView view = quant_view(w, format.quant, k);
+  if (quant_on_tensor_cores(kind)) return launch_matmul_quant_mma(x, kind, view, out, k, m, rows, launches);
   if (launch_matmul_quant_rows(x, kind, view, out, k, m, rows, launches)) return;
   with_quant_kind(kind, [&](auto c) { launch_quant<decltype(c)::value>(x, view, out, k, m, rows, launches); });
 }

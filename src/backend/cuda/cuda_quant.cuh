@@ -233,6 +233,13 @@ struct QuantWeights : QuantView {
   }
 };
 
+// Whether `kind`'s matmuls run on the tensor cores (cuda_matmul_quant_mma.cu): every launch of
+// such a weight, whatever its rows, so a row's sums are fixed by k alone.
+bool quant_on_tensor_cores(QuantKind kind);
+// Launches that kernel (x 16-byte aligned, k a whole number of 32-value blocks).
+void launch_matmul_quant_mma(const float* x, QuantKind kind, const QuantView& view, float* out, int64_t k, int64_t m,
+                             const MatmulRows& rows, Launches& launches);
+
 // The quantized matmul of a round (cuda_matmul_quant.cu): launch_matmul's sums for launches of
 // up to 16 rows a weight; false (nothing launched) for one it does not take.
 bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& view, float* out, int64_t k, int64_t m,
