@@ -5,7 +5,7 @@
 //
 // The arithmetic. A code is exact in bf16 (an integer of at most 8 bits, centred on zero, or an
 // e4m3 value), so the mma multiplies the codes themselves; x is split into bf16 hi and lo
-// (bf16::split), as for bf16 weights. For each group of values that share a scale (and a bias):
+// (as bf16::split does), as for bf16 weights. For each group of values that share a scale (and a bias):
 //   gsum = sum of code * x over the group      (mma steps of 16 values, in order, hi then lo)
 //   xsum = sum of x over the group             (affine only: the same steps with codes of 1)
 //   acc  = fma(scale, gsum, acc), then acc = fma(bias', xsum, acc)

@@ -1,8 +1,11 @@
 // Quantized weights on the device: eight values at a time from a stored row (Tensor::quant's
 // layout: each row is its values, then its scales, then its biases), each value exactly the f32
 // that quant.h's dequantize_row gives on the host. Every product and sum is rounded on its own
-// (__fmul_rn, __fadd_rn: never fused), in the order the host code rounds them, so a quantized
-// matmul is bit for bit the f32 matmul of the dequantized values (cuda_matmul.cu).
+// (__fmul_rn, __fadd_rn: never fused), in the order the host code rounds them, so a matmul that
+// reads weights through QuantWeights (the K-quants', 2-bit affine's: cuda_matmul.cu,
+// cuda_matmul_quant.cu) is bit for bit the f32 matmul of the dequantized values, and embed gives
+// the exact values. The other formats' matmuls run on the tensor cores (quant_on_tensor_cores,
+// cuda_matmul_quant_mma.cu), within a tolerance of that.
 #pragma once
 
 #include <cuda_bf16.h>
