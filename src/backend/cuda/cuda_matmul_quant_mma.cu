@@ -30,7 +30,7 @@ namespace lockstep::cuda {
 
 namespace {
 
-constexpr int kMaxRuns = 8;
+using bf16::kMaxRuns;  // runs of k a block, one warp each
 constexpr int kColTiles = 2;                 // 16-column mma tiles a warp
 constexpr int kBlockCols = 16 * kColTiles;   // a block's columns
 constexpr int64_t kPlainRows = 64;           // rows a block of a plain launch takes
@@ -285,17 +285,9 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
 #pragma unroll
           for (int e = 0; e < 2; ++e) partial[run][16 * c + g + 8 * h][8 * j + 2 * t + e] = acc[c][j][2 * h + e];
     __syncthreads();
-    // The runs' sums in run order, stored by the block's threads in turn.
-    for (int i = threadIdx.x; i < kBlockCols * tile_rows; i += blockDim.x) {
-      const int c = i / tile_rows, r = i % tile_rows;
-      if (col0 + c >= m) continue;
-      float total = partial[0][c][r];
-#pragma unroll
-      for (int s = 1; s < kMaxRuns; ++s)
-        if (s < runs.count) total += partial[s][c][r];
-      const int64_t entry = tile + r;
-      store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col0 + c, total);
-    }
+    // The runs' sums in run order, stored by the block's threads in turn (as the bf16 kernels do).
+    bf16::store_row_group(rows, out, m, col0, kBlockCols, tile, tile_rows, runs.count,
+                          [&](int s, int c, int r) { return partial[s][c][r]; });
     __syncthreads();
   }
 }
