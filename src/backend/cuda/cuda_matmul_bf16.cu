@@ -24,7 +24,8 @@
 // each row group a block, launched beside the others of its columns so that they share the
 // weights through L2, and a grouped (MoE) block takes its group's row groups in turn.
 // One-row launches with packed weights take the row kernel (cuda_matmul_bf16_row.cu: x split
-// once a block), and fill-sized launches the tiled fill kernel: the same sums in each.
+// once a block), and fill-sized launches the wgmma kernel (cuda_matmul_bf16_wgmma.cu) or, with
+// LOCKSTEP_CUDA_WGMMA=0, the tiled one below: the same sums in each.
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 
 namespace lockstep::cuda {
@@ -43,14 +44,17 @@ constexpr int64_t kTiledGroupRows = 64;
 
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
 
-// hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad.
+// hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad. kSlots: each block of 32 in the
+// wgmma kernel's slot order instead (slot_of).
+template <bool kSlots>
 __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
                              __nv_bfloat16* lo) {
   start_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * kpad) return;
   const int64_t r = i / kpad, c = i % kpad;
-  split(c < k ? x[r * k + c] : 0.0f, hi[i], lo[i]);
+  const int64_t to = kSlots ? i - c % kBlockK + slot_of(int(c % kBlockK)) : i;
+  split(c < k ? x[r * k + c] : 0.0f, hi[to], lo[to]);
 }
 
 // Eight weights from position `at` of a row; positions at or past k read as zero.
@@ -63,16 +67,6 @@ __device__ inline uint4 load_w8(const __nv_bfloat16* row, int64_t at, int64_t k)
     word[i] = uint32_t(a) | (uint32_t(b) << 16);
   }
   return make_uint4(word[0], word[1], word[2], word[3]);
-}
-
-// Where weight (col, at .. at + 7) is, at % 8 == 0: in row col, or in the packed layout, in
-// lane (g, t)'s piece of its column tile's block (g = col % 8, t = at % 32 / 8; the first half
-// of the 1 KB holds rows 0-7 of the tile, the second rows 8-15).
-template <bool kPacked>
-__host__ __device__ inline int64_t weight_at(int64_t col, int64_t at, int64_t k) {
-  if (!kPacked) return col * k + at;
-  const int64_t tile = col / kTileCols, r = col % kTileCols, b = at / kBlockK, t = at % kBlockK / 8;
-  return (tile * (k / kBlockK) + b) * kBlockK * kTileCols + (r / 8) * 256 + ((r % 8) * 4 + t) * 8;
 }
 
 // Packs `rows` rows of k weights (rows % 16 == 0, k % 32 == 0) from src into dst: each thread
@@ -446,6 +440,7 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launc
 
 void prepare_matmul_bf16() {
   prepare_matmul_bf16_row();
+  prepare_matmul_bf16_wgmma();
   allow_ring<1, 1>();
   allow_ring<2, 1>();
   allow_ring<2, 2>();
@@ -461,9 +456,9 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   // The rows a group holds on average (the list's entries over the groups launched).
   const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
   const bool fill_sized = rows.segments ? typical >= kTiledGroupRows : rows.n >= kTiledMinRows;
-  // Fill-sized launches take the shared-memory tiles (the same sums; see the kernel), which
-  // need the split pass, k % 8 == 0 and aligned weights; every other launch the round kernel,
-  // which splits x itself.
+  // Fill-sized launches take the shared-memory tiles of the wgmma or the tiled kernel (the same
+  // sums; see the kernels), which need the split pass, k % 8 == 0 and aligned weights; every
+  // other launch the round kernel, which splits x itself.
   if (!fill_sized || k % 8 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     if (launch_matmul_bf16_row(x, weights, out, k, m, rows, launches)) return;
     // 8- or 16-row groups: by the launch's rows, or by the rows a group has on average (a
@@ -477,7 +472,11 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
-  launch(split_kernel, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
+  if (wgmma_fills_on()) {
+    launch(split_kernel<true>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
+    return launch_matmul_bf16_wgmma(hi, lo, weights, out, k, m, rows, launches);
+  }
+  launch(split_kernel<false>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
   launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, launches, hi, lo,
          weights, out, k, m, rows);

@@ -102,6 +102,31 @@ __device__ inline void store_row_group(const MatmulRows& rows, float* out, int64
   }
 }
 
+// Where weight (col, at .. at + 7) is, at % 8 == 0: in row col, or in the packed layout, in
+// lane (g, t)'s piece of its column tile's block (g = col % 8, t = at % 32 / 8; the first half
+// of the 1 KB holds rows 0-7 of the tile, the second rows 8-15).
+template <bool kPacked>
+__host__ __device__ inline int64_t weight_at(int64_t col, int64_t at, int64_t k) {
+  if (!kPacked) return col * k + at;
+  const int64_t tile = col / kTileCols, r = col % kTileCols, b = at / kBlockK, t = at % kBlockK / 8;
+  return (tile * (k / kBlockK) + b) * kBlockK * kTileCols + (r / 8) * 256 + ((r % 8) * 4 + t) * 8;
+}
+
+// Where position p of a block of 32 goes in the wgmma kernel's split x: the slot the mma
+// steps give it (lane t's 8t .. 8t + 3 to the first half's slots 2t, 2t + 1, 2t + 8, 2t + 9,
+// its 8t + 4 .. 8t + 7 likewise to the second half's, 16 slots on).
+__host__ __device__ inline int slot_of(int p) {
+  const int t = p / 8, half = p % 8 / 4, q = p % 4;
+  return 16 * half + 2 * t + (q < 2 ? q : 8 + q - 2);
+}
+
+// The wgmma fill kernel (cuda_matmul_bf16_wgmma.cu): the tiled kernel's sums from x split in
+// slot order (hi, lo: rows of padded k). Fills take it unless LOCKSTEP_CUDA_WGMMA=0.
+bool wgmma_fills_on();
+void prepare_matmul_bf16_wgmma();
+void launch_matmul_bf16_wgmma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
+                              int64_t k, int64_t m, const MatmulRows& rows, Launches& launches);
+
 // The one-row kernel (cuda_matmul_bf16_row.cu): launches it and returns true when the launch
 // is one it takes (one row a block, packed weights), else returns false.
 bool launch_matmul_bf16_row(const float* x, const __nv_bfloat16* w, float* out, int64_t k, int64_t m,
