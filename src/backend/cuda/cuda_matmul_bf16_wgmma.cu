@@ -18,7 +18,12 @@
 // alone, which take the round kernels. LOCKSTEP_CUDA_WGMMA=0 runs the tiled kernel instead.
 //
 // Not yet overlapped: each block's steps are waited on before the next block's start (so the
-// stage they read can be refilled), and only the copies run ahead, kStages blocks deep.
+// stage they read can be refilled), and only the copies run ahead, three blocks deep. The
+// overlapped form (kOverlap, LOCKSTEP_CUDA_WGMMA_OVERLAP=1) is an experiment that has not run on
+// a GPU yet: the next device call A/Bs it and runs the tests with it, then keeps one form.
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 
 namespace lockstep::cuda::bf16 {
@@ -27,7 +32,6 @@ namespace {
 
 constexpr int kCols = 128;   // weight columns a block
 constexpr int kRows = 128;   // x rows a block (the wgmma's N)
-constexpr int kStages = 4;   // k blocks staged ahead
 constexpr int kThreads = 256;
 
 // One stage: the weight tile [column][32 positions] as stored, and x's hi and lo in the wgmma's
@@ -37,7 +41,12 @@ struct Stage {
   __nv_bfloat16 hi[2][kRows / 8][2][8][8];
   __nv_bfloat16 lo[2][kRows / 8][2][8][8];
 };
-constexpr size_t kSharedBytes = size_t(kStages) * sizeof(Stage);
+// The stages a block cycles through: the block being multiplied, the one before it (whose steps
+// may still run, with kOverlap), and the copies ahead.
+template <bool kOverlap>
+constexpr int kStages = kOverlap ? 5 : 4;
+template <bool kOverlap>
+constexpr size_t kSharedBytes = size_t(kStages<kOverlap>) * sizeof(Stage);
 
 // The shared-memory matrix descriptor of 8 x 8 core matrices with no swizzle: the two slot
 // halves 128 bytes apart, the row groups 256.
@@ -70,20 +79,27 @@ __device__ inline void wgmma_step(float (&d)[64], uint32_t a0, uint32_t a1, uint
 #ifdef __CUDA_ARCH_FEAT_SM90_ALL
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int kPending>
+__device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory"); }
 #else
 __device__ inline void wgmma_fence() {}
 __device__ inline void wgmma_commit() {}
-__device__ inline void wgmma_wait_all() {}
+template <int kPending>
+__device__ inline void wgmma_wait() {}
 #endif
 // Shared memory written by the copies, read next by the tensor cores (the async proxy).
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-template <bool kPacked>
+// kOverlap (LOCKSTEP_CUDA_WGMMA_OVERLAP=1, an experiment not yet run on a GPU): a block's steps
+// run on while the next block's copies land and its fragments load (wgmma.wait_group 1), and
+// the stage they read is refilled a block later; only a run's end waits for all of its steps.
+template <bool kPacked, bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_bf16_wgmma_kernel(const __nv_bfloat16* __restrict__ x_hi, const __nv_bfloat16* __restrict__ x_lo,
                              const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
                              MatmulRows rows) {
+  constexpr int kRing = kStages<kOverlap>;
+  constexpr int kAhead = kOverlap ? kRing - 2 : kRing - 1;  // blocks copied before the first step
   start_kernel();
   extern __shared__ __align__(128) unsigned char shared[];
   Stage* stages = reinterpret_cast<Stage*>(shared);
@@ -120,19 +136,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     __syncthreads();  // the previous tile's stages are read
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) stage_block(s, stages[s]);
+    for (int s = 0; s < kAhead; ++s) stage_block(s, stages[s]);
 
     float acc[64], total[64];
-    for (int b = 0; b < runs.blocks; ++b) {
-      wait_copies<kStages - 2>();
-      fence_async_shared();
-      __syncthreads();  // block b is in; the stage block b - 1 used is free (its steps waited on)
-      stage_block(b + kStages - 1, stages[(b + kStages - 1) % kStages]);
-      const Stage& st = stages[b % kStages];
-      if (b % runs.per_run == 0) {
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      }
+    // A block's four steps on acc, committed as one group: the weights from the stage into this
+    // warp's A fragments, x's hi and lo by descriptor.
+    auto steps = [&](const Stage& st) {
       const uint4 wa = *reinterpret_cast<const uint4*>(&st.w[warp_col + g][8 * t]);
       const uint4 wb = *reinterpret_cast<const uint4*>(&st.w[warp_col + g + 8][8 * t]);
       wgmma_fence();
@@ -141,10 +150,42 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_step(acc, wa.z, wb.z, wa.w, wb.w, core_matrices(&st.hi[1]));
       wgmma_step(acc, wa.z, wb.z, wa.w, wb.w, core_matrices(&st.lo[1]));
       wgmma_commit();
-      wgmma_wait_all();
-      if (b % runs.per_run == runs.per_run - 1 || b == runs.blocks - 1) {
+    };
+    if constexpr (!kOverlap) {
+      for (int b = 0; b < runs.blocks; ++b) {
+        wait_copies<kAhead - 1>();
+        fence_async_shared();
+        __syncthreads();  // block b is in; the stage block b - 1 used is free (its steps waited on)
+        stage_block(b + kAhead, stages[(b + kAhead) % kRing]);
+        if (b % runs.per_run == 0) {
 #pragma unroll
-        for (int i = 0; i < 64; ++i) total[i] = b < runs.per_run ? acc[i] : total[i] + acc[i];
+          for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        }
+        steps(stages[b % kRing]);
+        wgmma_wait<0>();
+        if (b % runs.per_run == runs.per_run - 1 || b == runs.blocks - 1) {
+#pragma unroll
+          for (int i = 0; i < 64; ++i) total[i] = b < runs.per_run ? acc[i] : total[i] + acc[i];
+        }
+      }
+    } else {
+      // Runs outside, blocks inside: between a run's steps nothing but the steps touches acc, so
+      // they run on past the loop's turn (given a conditional zeroing, ptxas waits for them).
+      for (int run = 0; run < runs.count; ++run) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        const int run_end = min(runs.blocks, (run + 1) * runs.per_run);
+        for (int b = run * runs.per_run; b < run_end; ++b) {
+          wait_copies<kAhead - 1>();
+          fence_async_shared();
+          __syncthreads();  // block b is in; block b - 2's stage is free (its steps waited on below)
+          stage_block(b + kAhead, stages[(b + kAhead) % kRing]);
+          steps(stages[b % kRing]);
+          wgmma_wait<1>();  // block b - 1's steps are done
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) total[i] = run == 0 ? acc[i] : total[i] + acc[i];
       }
     }
     wait_copies<0>();
@@ -163,6 +204,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+template <bool kOverlap>
+void launch_kernel(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out, int64_t k,
+                   int64_t m, const MatmulRows& rows, Launches& launches) {
+  const dim3 grid(blocks_for(m, kCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
+  launch(rows.packed ? matmul_bf16_wgmma_kernel<true, kOverlap> : matmul_bf16_wgmma_kernel<false, kOverlap>, grid,
+         kThreads, kSharedBytes<kOverlap>, launches, hi, lo, w, out, k, m, rows);
+}
+
+bool overlap_on() {
+  static const bool on = [] {
+    const char* value = std::getenv("LOCKSTEP_CUDA_WGMMA_OVERLAP");
+    return value && std::string(value) == "1";
+  }();
+  return on;
+}
+
 }  // namespace
 
 bool wgmma_fills_on() {
@@ -179,15 +236,16 @@ bool wgmma_fills_on() {
 
 void prepare_matmul_bf16_wgmma() {
   if (!wgmma_fills_on()) return;  // (which also reads the device's kind here, outside any capture)
-  for (auto kernel : {matmul_bf16_wgmma_kernel<false>, matmul_bf16_wgmma_kernel<true>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes)));
+  for (auto kernel : {matmul_bf16_wgmma_kernel<false, false>, matmul_bf16_wgmma_kernel<true, false>})
+    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes<false>)));
+  for (auto kernel : {matmul_bf16_wgmma_kernel<false, true>, matmul_bf16_wgmma_kernel<true, true>})
+    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes<true>)));
 }
 
 void launch_matmul_bf16_wgmma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
                               int64_t k, int64_t m, const MatmulRows& rows, Launches& launches) {
-  const dim3 grid(blocks_for(m, kCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
-  launch(rows.packed ? matmul_bf16_wgmma_kernel<true> : matmul_bf16_wgmma_kernel<false>, grid, kThreads,
-         kSharedBytes, launches, hi, lo, w, out, k, m, rows);
+  if (overlap_on()) return launch_kernel<true>(hi, lo, w, out, k, m, rows, launches);
+  launch_kernel<false>(hi, lo, w, out, k, m, rows, launches);
 }
 
 }  // namespace lockstep::cuda::bf16
