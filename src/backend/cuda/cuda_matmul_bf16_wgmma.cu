@@ -87,6 +87,10 @@ __device__ inline void wgmma_commit() {}
 template <int kPending>
 __device__ inline void wgmma_wait() {}
 #endif
+// Makes the compiler hold v's registers as they are up to here (the A fragments of steps that
+// may still be running: wgmma reads them after it is issued).
+__device__ inline void keep(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
+
 // Shared memory written by the copies, read next by the tensor cores (the async proxy).
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -140,15 +144,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     float acc[64], total[64];
     // A block's four steps on acc, committed as one group: the weights from the stage into this
-    // warp's A fragments, x's hi and lo by descriptor.
-    auto steps = [&](const Stage& st) {
-      const uint4 wa = *reinterpret_cast<const uint4*>(&st.w[warp_col + g][8 * t]);
-      const uint4 wb = *reinterpret_cast<const uint4*>(&st.w[warp_col + g + 8][8 * t]);
+    // warp's A fragments f (columns g and g + 8), x's hi and lo by descriptor.
+    auto steps = [&](const Stage& st, uint4 (&f)[2]) {
+      f[0] = *reinterpret_cast<const uint4*>(&st.w[warp_col + g][8 * t]);
+      f[1] = *reinterpret_cast<const uint4*>(&st.w[warp_col + g + 8][8 * t]);
       wgmma_fence();
-      wgmma_step(acc, wa.x, wb.x, wa.y, wb.y, core_matrices(&st.hi[0]));
-      wgmma_step(acc, wa.x, wb.x, wa.y, wb.y, core_matrices(&st.lo[0]));
-      wgmma_step(acc, wa.z, wb.z, wa.w, wb.w, core_matrices(&st.hi[1]));
-      wgmma_step(acc, wa.z, wb.z, wa.w, wb.w, core_matrices(&st.lo[1]));
+      wgmma_step(acc, f[0].x, f[1].x, f[0].y, f[1].y, core_matrices(&st.hi[0]));
+      wgmma_step(acc, f[0].x, f[1].x, f[0].y, f[1].y, core_matrices(&st.lo[0]));
+      wgmma_step(acc, f[0].z, f[1].z, f[0].w, f[1].w, core_matrices(&st.hi[1]));
+      wgmma_step(acc, f[0].z, f[1].z, f[0].w, f[1].w, core_matrices(&st.lo[1]));
       wgmma_commit();
     };
     if constexpr (!kOverlap) {
@@ -161,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
         }
-        steps(stages[b % kRing]);
+        uint4 f[2];
+        steps(stages[b % kRing], f);
         wgmma_wait<0>();
         if (b % runs.per_run == runs.per_run - 1 || b == runs.blocks - 1) {
 #pragma unroll
@@ -171,17 +176,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       // Runs outside, blocks inside: between a run's steps nothing but the steps touches acc, so
       // they run on past the loop's turn (given a conditional zeroing, ptxas waits for them).
+      // Block b's A fragments go to set b % 2: block b - 1's steps still read the other set,
+      // which `keep` holds until wgmma_wait<1> says they are done.
+      uint4 sets[2][2];
+      auto block = [&](int b, uint4 (&f)[2], uint4 (&running)[2]) {
+        wait_copies<kAhead - 1>();
+        fence_async_shared();
+        __syncthreads();  // block b is in; block b - 2's stage is free (its steps waited on below)
+        stage_block(b + kAhead, stages[(b + kAhead) % kRing]);
+        steps(stages[b % kRing], f);
+        wgmma_wait<1>();  // block b - 1's steps are done
+        keep(running[0]), keep(running[1]);
+      };
       for (int run = 0; run < runs.count; ++run) {
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
         const int run_end = min(runs.blocks, (run + 1) * runs.per_run);
-        for (int b = run * runs.per_run; b < run_end; ++b) {
-          wait_copies<kAhead - 1>();
-          fence_async_shared();
-          __syncthreads();  // block b is in; block b - 2's stage is free (its steps waited on below)
-          stage_block(b + kAhead, stages[(b + kAhead) % kRing]);
-          steps(stages[b % kRing]);
-          wgmma_wait<1>();  // block b - 1's steps are done
+        for (int b = run * runs.per_run; b < run_end; b += 2) {
+          block(b, sets[0], sets[1]);
+          if (b + 1 < run_end) block(b + 1, sets[1], sets[0]);
         }
         wgmma_wait<0>();
 #pragma unroll
