@@ -12,8 +12,8 @@
 // Runs start at zero and join the total in run order, as in the tiled kernel.
 //
 // The bits equal the other kernels' because a wgmma step of 16 slots rounds as an mma.sync step
-// of the same slots does (seen on an H100: 64 chained steps of values with spread exponents, all
-// 512 outputs the same bits), and the tests check it where it matters: `OpInvariance` and
+// of the same slots does (tools/wgmma_probe, on an H100: 64 chained steps of values with spread
+// exponents, all 512 outputs the same bits), and the tests check it where it matters: `OpInvariance` and
 // `MoeOps` compare fill-sized launches (256 and 300 rows, experts with up to 900) with rows
 // alone, which take the round kernels. LOCKSTEP_CUDA_WGMMA=0 runs the tiled kernel instead.
 //
