@@ -472,11 +472,10 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + rows.x_rows * kpad;
-  if (wgmma_fills_on()) {
-    launch(split_kernel<true>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
-    return launch_matmul_bf16_wgmma(hi, lo, weights, out, k, m, rows, launches);
-  }
-  launch(split_kernel<false>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x, rows.x_rows, k, kpad, hi, lo);
+  const bool wgmma = wgmma_fills_on();
+  launch(wgmma ? split_kernel<true> : split_kernel<false>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x,
+         rows.x_rows, k, kpad, hi, lo);
+  if (wgmma) return launch_matmul_bf16_wgmma(hi, lo, weights, out, k, m, rows, launches);
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
   launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, launches, hi, lo,
          weights, out, k, m, rows);

@@ -13,9 +13,9 @@
 //
 // The bits equal the other kernels' because a wgmma step of 16 slots rounds as an mma.sync step
 // of the same slots does (tools/wgmma_probe, on an H100: 64 chained steps of values with spread
-// exponents, all 512 outputs the same bits), and the tests check it where it matters: `OpInvariance` and
-// `MoeOps` compare fill-sized launches (256 and 300 rows, experts with up to 900) with rows
-// alone, which take the round kernels. LOCKSTEP_CUDA_WGMMA=0 runs the tiled kernel instead.
+// exponents, all 512 outputs the same bits), and the tests check it where it matters:
+// `OpInvariance` and `MoeOps` compare fill-sized launches (256 and 300 rows, experts with up to
+// 900) with rows alone, which take the round kernels. LOCKSTEP_CUDA_WGMMA=0 runs the tiled kernel instead.
 //
 // Not yet overlapped: each block's steps are waited on before the next block's start (so the
 // stage they read can be refilled), and only the copies run ahead, three blocks deep. The
@@ -23,6 +23,7 @@
 // a GPU yet: the next device call A/Bs it and runs the tests with it, then keeps one form.
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 
@@ -249,10 +250,14 @@ bool wgmma_fills_on() {
 
 void prepare_matmul_bf16_wgmma() {
   if (!wgmma_fills_on()) return;  // (which also reads the device's kind here, outside any capture)
-  for (auto kernel : {matmul_bf16_wgmma_kernel<false, false>, matmul_bf16_wgmma_kernel<true, false>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes<false>)));
-  for (auto kernel : {matmul_bf16_wgmma_kernel<false, true>, matmul_bf16_wgmma_kernel<true, true>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes<true>)));
+  auto allow = [](auto overlap) {
+    constexpr bool kOverlap = decltype(overlap)::value;
+    for (auto kernel : {matmul_bf16_wgmma_kernel<false, kOverlap>, matmul_bf16_wgmma_kernel<true, kOverlap>})
+      LOCKSTEP_CUDA(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes<kOverlap>)));
+  };
+  allow(std::false_type{});
+  allow(std::true_type{});
 }
 
 void launch_matmul_bf16_wgmma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
