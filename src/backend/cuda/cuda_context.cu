@@ -38,11 +38,11 @@ Launches::~Launches() {
 void Launches::queue_bytes(uint64_t key, void (*run)(const void*, cudaStream_t), const void* record,
                            size_t bytes) {
   pending_key_ = (pending_key_ ^ key) * 0x100000001b3ull + pending_.size();
-  const size_t slots = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-  const size_t at = arena_used_ / sizeof(std::max_align_t);
+  const size_t slots = (bytes + sizeof(ArenaSlot) - 1) / sizeof(ArenaSlot);
+  const size_t at = arena_used_ / sizeof(ArenaSlot);
   if (arena_.size() < at + slots) arena_.resize(std::max(2 * arena_.size(), at + slots));
   std::memcpy(&arena_[at], record, bytes);
-  arena_used_ += slots * sizeof(std::max_align_t);
+  arena_used_ += slots * sizeof(ArenaSlot);
   pending_.push_back({run, at});
 }
 

@@ -4,6 +4,7 @@
 // parameter type the key cannot read (a struct without a key_add) does not compile.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -44,6 +45,10 @@ inline void key_add(LaunchKey& key, const ColumnSplit& s) {
   for (int j = 0; j < ColumnSplit::kMax; ++j) key_add(key, s.out[j]);
   for (int j = 0; j <= ColumnSplit::kMax; ++j) key_add(key, s.begin[j]);
   key_add(key, s.count);
+}
+// A tensor map (cuda.h): its 128 bytes.
+inline void key_add(LaunchKey& key, const CUtensorMap& map) {
+  for (const cuuint64_t word : map.opaque) key_add(key, word);
 }
 inline void key_add(LaunchKey& key, const MoeRouting& r) {
   static_assert(sizeof(MoeRouting) == 24, "key_add(MoeRouting) must list every field");
@@ -150,7 +155,7 @@ class Launches {
 
   template <class Record>
   void queue(uint64_t key, const Record& record) {
-    static_assert(std::is_trivially_copyable_v<Record> && alignof(Record) <= alignof(std::max_align_t));
+    static_assert(std::is_trivially_copyable_v<Record> && alignof(Record) <= alignof(ArenaSlot));
     queue_bytes(key, &Record::run, &record, sizeof(Record));
   }
   void queue_bytes(uint64_t key, void (*run)(const void*, cudaStream_t), const void* record, size_t bytes);
@@ -158,7 +163,11 @@ class Launches {
 
   cudaStream_t stream_;
   std::vector<Queued> pending_;
-  std::vector<std::max_align_t> arena_;  // the records of pending_, max-aligned
+  // The records of pending_, each from a slot's start: 128-byte aligned, as a tensor map is.
+  struct alignas(128) ArenaSlot {
+    unsigned char bytes[128];
+  };
+  std::vector<ArenaSlot> arena_;
   size_t arena_used_ = 0;                // in bytes
   uint64_t pending_key_ = 0;
   bool use_graphs_ = true;
