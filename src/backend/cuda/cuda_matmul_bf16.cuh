@@ -128,8 +128,8 @@ void launch_matmul_bf16_wgmma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, 
                               int64_t k, int64_t m, const MatmulRows& rows, Launches& launches);
 
 // The wgmma kernel fed by bulk tensor copies (cuda_matmul_bf16_tma.cu): launches it and returns
-// true when LOCKSTEP_CUDA_WGMMA_TMA asks for it (1, 2 or 4 blocks a cluster) and the launch is
-// one it takes (packed weights, x in list order), else returns false.
+// true when the launch is one it takes (packed weights, x in list order), else returns false.
+// LOCKSTEP_CUDA_WGMMA_TMA=0 turns it off (every launch then takes the wgmma kernel).
 bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
                             int64_t k, int64_t m, const MatmulRows& rows, Launches& launches);
 void prepare_matmul_bf16_tma();

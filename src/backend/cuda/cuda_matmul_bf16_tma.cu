@@ -1,35 +1,25 @@
 // The wgmma fill kernel fed by the tensor memory accelerator (TMA): cuda_matmul_bf16_wgmma.cu's
 // sums, bit for bit (the same steps on the same slots, runs joined in run order), with x's tiles
-// brought by bulk tensor copies instead of every thread's cp.async, and with clusters of blocks
-// sharing them. It takes packed weights and x read in list order (no in_rows), the launches
-// of dense fills and of the experts' second matmul.
+// brought by bulk tensor copies instead of every thread's cp.async, and no block-wide barrier.
+// It takes packed weights and x read in list order (no in_rows): the launches of dense fills
+// and of the experts' second matmul. The rest take the wgmma kernel.
 //
-// Why: the wgmma kernel's blocks read 24 KB from L2 a block of k (8 KB of weights, 16 KB of
-// x's hi and lo) for 1M multiply-adds, and Nsight Compute put its L2 throughput at 60% to 74%
-// with the tensor cores 25% to 32% busy. In a cluster of C blocks side by side along the
-// columns, the blocks need the same x tiles: each block copies 1/C of them and the copy lands
-// in every block of the cluster (multicast), so L2 gives 8 + 16 / C KB a block of k.
-//
-// The pipeline, per block of k (j counts them over the block's tiles, stage j % kRing):
-// - thread 0 waits until the stage's x is free in the whole cluster (empty[s]: each warp of
-//   each block arrives once it is done with it), expects 16 KB on full[s] and starts its
-//   share of the copies, kAhead blocks ahead;
-// - each warp copies its own 16 columns' weights (one packed 1 KB piece, each lane the 32
-//   bytes it later reads as its A fragments) with cp.async, kAhead blocks ahead, and waits for
-//   them with cp.async.wait_group: no block-wide barrier at all;
+// The pipeline, per block of k (j counts them over the block's tiles; stage j % kRing):
+// - thread 0 waits until every warp is done with the stage's x (empty[s]: each warp arrives
+//   once its steps on it have finished), expects 16 KB on full[s] and starts four copies (hi
+//   and lo, two 64-row boxes each), kAhead blocks ahead;
+// - each warp copies its own 16 columns' weights (one packed 1 KB piece; each lane the 32 bytes
+//   it later reads as its A fragments) with cp.async, kAhead blocks ahead, and waits for them
+//   with cp.async.wait_group;
 // - everyone waits on full[s], runs the block's four steps, and once the steps before have
-//   finished (wgmma.wait_group 1) releases their stage on every block of the cluster.
-// A cluster's blocks share blockIdx.y (the rows), so they run the same tiles and the same
-// number of blocks of k; they meet once at the end, so none leaves while another may still
-// copy into its shared memory or arrive on its barriers. A block past the last columns (the
-// grid is rounded up to whole clusters) runs the steps on zero weights and stores nothing.
+//   finished (wgmma.wait_group 1) releases their stage.
+// x lands in the 64-byte swizzle (rows of 32 slots), which the steps' descriptors name.
 //
-// LOCKSTEP_CUDA_WGMMA_TMA=1, 2 or 4 (clusters of that many blocks) turns it on: an experiment
-// not yet run on a GPU; the default is the wgmma kernel.
+// Measured on an H100 (docs/gpu-performance.md, session 45): 8192-token fills 1.18x (13 layers)
+// and 1.16x (30B shape) the wgmma kernel's rate. Clusters of 2 and 4 blocks sharing x's copies
+// (multicast) were slower (0.94x and less of this kernel's rate) and were dropped.
+// LOCKSTEP_CUDA_WGMMA_TMA=0 runs the wgmma kernel for every launch.
 #include <cuda.h>
-
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 #include "backend/cuda/cuda_wgmma.cuh"
@@ -42,6 +32,8 @@ constexpr int kCols = 128;  // weight columns a block: 8 warps of 16
 constexpr int kRows = 128;  // x rows a block (the wgmma's N)
 constexpr int kThreads = 256;
 constexpr int kPiece = kBlockK * kTileCols;  // a packed weight piece: 16 columns x 32 positions
+constexpr int kRing = 8;                     // stages
+constexpr int kAhead = kRing - 2;  // blocks of k copied ahead (the one before the current may still be read)
 
 // One stage: each warp's packed weight piece as stored, and x's hi and lo as the bulk copies
 // land them: [row][32 slots], 64 bytes a row, in the 64-byte swizzle (the 16-byte pieces of a
@@ -51,14 +43,11 @@ struct Stage {
   __nv_bfloat16 hi[kRows][kBlockK];
   __nv_bfloat16 lo[kRows][kBlockK];
 };
-constexpr int kBoxRows = 64;  // x is copied in four boxes a stage: hi and lo, each two halves
-// kRing stages; blocks of k are copied kRing - 2 ahead (the one before the current may still be
-// read by its steps).
-template <int kRing>
+constexpr int kBoxRows = 64;  // x comes in four boxes a stage: hi and lo, two halves each
 struct Shared {
   Stage stages[kRing];
   uint64_t full[kRing];   // the stage's x has landed
-  uint64_t empty[kRing];  // every warp of the cluster is done with the stage's x
+  uint64_t empty[kRing];  // every warp is done with the stage's x
 };
 constexpr uint32_t kXBytes = 2 * sizeof(Stage::hi);
 
@@ -68,36 +57,30 @@ __device__ inline uint64_t x_matrices(const __nv_bfloat16 (&x)[kRows][kBlockK], 
   return wgmma_matrices_swizzled_64(&x[0][16 * h], 8 * sizeof(x[0]));
 }
 
-template <int kCluster, int kRing>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     matmul_bf16_tma_kernel(const __grid_constant__ CUtensorMap hi_map, const __grid_constant__ CUtensorMap lo_map,
                            const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
                            MatmulRows rows) {
   start_kernel();
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
-  constexpr int kAhead = kRing - 2;
-  Shared<kRing>& sh = *reinterpret_cast<Shared<kRing>*>(shared_bytes);
+  Shared& sh = *reinterpret_cast<Shared*>(shared_bytes);
   const Runs runs = k_runs(k);  // k % 32 == 0 (packed weights)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   const BlockRows mine = block_rows(rows, w, kRows, blockIdx.y);
-  if (mine.first >= mine.last) return;  // the whole cluster leaves together (one blockIdx.y)
-  const uint32_t rank = kCluster > 1 ? cluster_rank() : 0;
+  if (mine.first >= mine.last) return;  // the whole block leaves together
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kRing; ++s) barrier_init(&sh.full[s], 1), barrier_init(&sh.empty[s], 8 * kCluster);
+    for (int s = 0; s < kRing; ++s) barrier_init(&sh.full[s], 1), barrier_init(&sh.empty[s], kThreads / 32);
     barrier_init_fence();
   }
-  if constexpr (kCluster > 1)
-    cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
 
   const int64_t col0 = int64_t(blockIdx.x) * kCols, warp_col = col0 + warp * kTileCols;
   const bool warp_in = warp_col < m;  // m % 16 == 0: a warp's columns are all in or all out
   const __nv_bfloat16* w_piece = mine.w + (warp_in ? (warp_col / kTileCols) * runs.blocks * int64_t(kPiece) : 0);
 
   // Block b of k (fill j of the block) into stage j % kRing: the weights by every warp, x by
-  // thread 0 (its share of the cluster's copies).
+  // thread 0.
   auto copy_weights = [&](int b, int64_t j) {
     if (b < runs.blocks) {
       Stage& st = sh.stages[j % kRing];
@@ -113,25 +96,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
     barrier_expect(&sh.full[s], kXBytes);
     Stage& st = sh.stages[s];
 #pragma unroll
-    for (int box = 0; box < 4; ++box) {
-      if (box % kCluster != int(rank)) continue;
-      const int half = box % 2, c0 = b * kBlockK, c1 = int(tile_row) + half * kBoxRows;
-      void* to = box < 2 ? static_cast<void*>(st.hi[half * kBoxRows]) : static_cast<void*>(st.lo[half * kBoxRows]);
-      const CUtensorMap* map = box < 2 ? &hi_map : &lo_map;
-      if constexpr (kCluster == 1)
-        tensor_copy(to, map, c0, c1, &sh.full[s]);
-      else
-        tensor_copy_multicast(to, map, c0, c1, &sh.full[s], uint16_t((1 << kCluster) - 1));
+    for (int half = 0; half < 2; ++half) {
+      const int c0 = b * kBlockK, c1 = int(tile_row) + half * kBoxRows;
+      tensor_copy(st.hi[half * kBoxRows], &hi_map, c0, c1, &sh.full[s]);
+      tensor_copy(st.lo[half * kBoxRows], &lo_map, c0, c1, &sh.full[s]);
     }
   };
   auto release = [&](int64_t j) {
-    if (lane != 0) return;
-    if constexpr (kCluster == 1) {
-      barrier_arrive(&sh.empty[j % kRing]);
-    } else {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) barrier_arrive_at(&sh.empty[j % kRing], uint32_t(r));
-    }
+    if (lane == 0) barrier_arrive(&sh.empty[j % kRing]);
   };
 
   int64_t fills = 0;  // blocks of k of the earlier tiles
@@ -196,7 +168,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
       }
     }
   }
-  if constexpr (kCluster > 1) cluster_sync();
 }
 
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -229,58 +200,23 @@ CUtensorMap x_map(const __nv_bfloat16* x, int64_t x_rows, int64_t kpad) {
   return map;
 }
 
-template <int kCluster, int kRing>
-void launch_kernel(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out, int64_t k,
-                   int64_t m, const MatmulRows& rows, Launches& launches) {
-  const unsigned clusters = (blocks_for(m, kCols) + kCluster - 1) / kCluster;
-  const dim3 grid(clusters * kCluster, rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
-  launch(matmul_bf16_tma_kernel<kCluster, kRing>, grid, kThreads, sizeof(Shared<kRing>), launches, x_map(hi, rows.x_rows, k),
-         x_map(lo, rows.x_rows, k), w, out, k, m, rows);
-}
-
-int tma_cluster() {
-  static const int cluster = [] {
-    const char* value = std::getenv("LOCKSTEP_CUDA_WGMMA_TMA");
-    const std::string v = value ? value : "1";
-    require(v == "0" || v == "1" || v == "2" || v == "4", "LOCKSTEP_CUDA_WGMMA_TMA is 0, 1, 2 or 4");
-    return std::stoi(v);
-  }();
-  return cluster;
-}
-
-// LOCKSTEP_CUDA_WGMMA_RING=8: eight stages instead of six (an experiment).
-int tma_ring() {
-  static const int ring = [] {
-    const char* value = std::getenv("LOCKSTEP_CUDA_WGMMA_RING");
-    return value && std::string(value) == "8" ? 8 : 6;
-  }();
-  return ring;
-}
 
 }  // namespace
 
 void prepare_matmul_bf16_tma() {
-  for (auto kernel : {matmul_bf16_tma_kernel<1, 6>, matmul_bf16_tma_kernel<2, 6>, matmul_bf16_tma_kernel<4, 6>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared<6>))));
-  for (auto kernel : {matmul_bf16_tma_kernel<1, 8>, matmul_bf16_tma_kernel<2, 8>, matmul_bf16_tma_kernel<4, 8>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared<8>))));
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sizeof(Shared))));
 }
 
 bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
                             int64_t k, int64_t m, const MatmulRows& rows, Launches& launches) {
-  const int cluster = tma_cluster();
+  static const bool on = !switched_off("LOCKSTEP_CUDA_WGMMA_TMA");
   // Packed weights (k % 32 == 0, m % 16 == 0), x in list order, coordinates within int32.
-  if (cluster == 0 || !rows.packed || rows.in_rows || k >= (int64_t(1) << 31) || rows.x_rows >= (int64_t(1) << 31))
+  if (!on || !rows.packed || rows.in_rows || k >= (int64_t(1) << 31) || rows.x_rows >= (int64_t(1) << 31))
     return false;
-  if (tma_ring() == 8) {
-    if (cluster == 1) launch_kernel<1, 8>(hi, lo, w, out, k, m, rows, launches);
-    if (cluster == 2) launch_kernel<2, 8>(hi, lo, w, out, k, m, rows, launches);
-    if (cluster == 4) launch_kernel<4, 8>(hi, lo, w, out, k, m, rows, launches);
-    return true;
-  }
-  if (cluster == 1) launch_kernel<1, 6>(hi, lo, w, out, k, m, rows, launches);
-  if (cluster == 2) launch_kernel<2, 6>(hi, lo, w, out, k, m, rows, launches);
-  if (cluster == 4) launch_kernel<4, 6>(hi, lo, w, out, k, m, rows, launches);
+  const dim3 grid(blocks_for(m, kCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
+  launch(matmul_bf16_tma_kernel, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k),
+         x_map(lo, rows.x_rows, k), w, out, k, m, rows);
   return true;
 }
 

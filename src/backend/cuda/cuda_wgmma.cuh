@@ -70,20 +70,12 @@ __device__ inline uint32_t shared_address(const void* p) { return uint32_t(__cvt
 __device__ inline void barrier_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count) : "memory");
 }
-// Makes the barriers' initialization visible to the cluster's other blocks and to the copies.
+// Makes the barriers' initialization visible to the copies (the async proxy).
 __device__ inline void barrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 // One arrival that also expects `bytes` more from copies in this phase.
 __device__ inline void barrier_expect(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
                : "memory");
-}
-// One arrival on the barrier at the same place in the cluster's block `rank` (this one included).
-__device__ inline void barrier_arrive_at(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(shared_address(bar)),
-      "r"(rank)
-      : "memory");
 }
 // Whether the barrier's phase of parity `parity` has completed (after a while, if not yet).
 __device__ inline bool barrier_done(uint64_t* bar, uint32_t parity) {
@@ -113,34 +105,13 @@ __device__ inline void tensor_copy(void* to, const void* map, int c0, int c1, ui
       "l"(map), "r"(c0), "r"(c1), "r"(shared_address(bar))
       : "memory");
 }
-// The same into the same place in each block of the cluster that `mask` names, on their `bar`.
-__device__ inline void tensor_copy_multicast(void* to, const void* map, int c0, int c1, uint64_t* bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(shared_address(to)),
-      "l"(map), "r"(c0), "r"(c1), "r"(shared_address(bar)), "h"(mask)
-      : "memory");
-}
-__device__ inline uint32_t cluster_rank() {
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
-// All threads of every block of the cluster meet here.
-__device__ inline void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 #else
 __device__ inline void barrier_init(uint64_t*, uint32_t) {}
 __device__ inline void barrier_init_fence() {}
 __device__ inline void barrier_expect(uint64_t*, uint32_t) {}
-__device__ inline void barrier_arrive_at(uint64_t*, uint32_t) {}
 __device__ inline void barrier_wait(uint64_t*, uint32_t) { __trap(); }
 __device__ inline void barrier_arrive(uint64_t*) {}
 __device__ inline void tensor_copy(void*, const void*, int, int, uint64_t*) {}
-__device__ inline void tensor_copy_multicast(void*, const void*, int, int, uint64_t*, uint16_t) {}
-__device__ inline uint32_t cluster_rank() { return 0; }
-__device__ inline void cluster_sync() {}
 #endif
 
 }  // namespace lockstep::cuda
