@@ -119,6 +119,9 @@ class WeightBytes final : public Backend {
   void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override {
     timed("split_columns", [&] { inner_.split_columns(x, outs); });
   }
+  void join_columns(const std::vector<Tensor>& parts, const Tensor& out) override {
+    timed("join_columns", [&] { inner_.join_columns(parts, out); });
+  }
   void relu_squared(const Tensor& x, const Tensor& out) override {
     timed("relu_squared", [&] { inner_.relu_squared(x, out); });
   }

@@ -206,6 +206,10 @@ TEST_F(CudaVsCpu, GatherSplitAndEmbed) {
   expect_close(first, "split_columns, first", 0.0);
   expect_close(second, "split_columns, second", 0.0);
   expect_close(third, "split_columns, third", 0.0);
+  Pair joined = output(DType::f32, {n, 318});
+  cpu.join_columns({first.cpu, second.cpu, third.cpu}, joined.cpu);
+  gpu->join_columns({first.gpu, second.gpu, third.gpu}, joined.gpu);
+  expect_close(joined, "join_columns", 0.0);
   for (DType dtype : {DType::f32, DType::bf16}) {
     Pair table = random(dtype, {50, 24}), tokens = ints({4}, {3, 49, 0, 3}), out = output(DType::f32, {4, 24});
     cpu.embed(table.cpu, tokens.cpu, out.cpu);

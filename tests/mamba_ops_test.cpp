@@ -1,6 +1,6 @@
 // The Mamba2 ops around the scan: the causal conv with its state (against a float64
 // reference, and bit-identical whatever other sequences share the launch), the gated grouped
-// RMSNorm, and split_columns (how a model splits xBC).
+// RMSNorm, and split_columns (how a model splits xBC) and join_columns.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -199,6 +199,25 @@ TEST_P(MambaOps, SplitColumnsCutsEachRowInOrder) {
               << "output " << j << " row " << r << " column " << i;
       begin += width;
     }
+  }
+}
+
+// join_columns puts split_columns' parts back: the same bits, any number of parts (the LM head
+// of tensor-parallel ranks joins one part a rank).
+TEST_P(MambaOps, JoinColumnsUndoesTheSplit) {
+  const int64_t n = 5, d = 10;
+  std::mt19937 rng(5);
+  std::vector<float> x = normal_floats(rng, n * d);
+  OwnedTensor tx = to_backend(*backend, DType::f32, {n, d}, x);
+  for (const std::vector<int64_t>& widths : {std::vector<int64_t>{3, 4, 2, 1}, {10}, {1, 1, 1, 1, 1, 5}}) {
+    std::vector<OwnedTensor> owned;
+    std::vector<Tensor> parts;
+    for (int64_t w : widths) owned.push_back(backend->alloc(DType::f32, {n, w}));
+    for (const OwnedTensor& t : owned) parts.push_back(t.view());
+    backend->split_columns(tx, parts);
+    OwnedTensor joined = backend->alloc(DType::f32, {n, d});
+    backend->join_columns(parts, joined);
+    EXPECT_EQ(to_host(*backend, joined), x) << widths.size() << " parts";
   }
 }
 

@@ -1,21 +1,102 @@
 // Tensor parallel with simulated ranks (ModelOptions::tensor_parallel; issue 28): every family's
 // fixtures split over ranks still match the transformers reference (Llama and Qwen3 by KV head
 // and MLP width, and at 4 ranks with a KV head repeated on two ranks; Nemotron-H's Mamba2 by head
-// group, its attention, MLP and each expert by width), and a split that does not divide is
-// refused with a message that names it. (That replies at two ranks equal the same requests
+// group, its attention, MLP and each expert by width; every family's LM head by vocabulary,
+// whose joined logits keep the whole head's bits), and a split that does not divide is refused
+// with a message that names it. (That replies at two ranks equal the same requests
 // alone, at every concurrency, greedy and seeded, is LanesExactness and PromptCacheExactness
 // with the "+tp2" families, and DraftsExactness with "nemotron_h_mtp+tp2" for an MTP head's
 // split layers.)
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 #include "backend/cpu/cpu_backend.h"
 #include "fixture_reference.h"
 #include "models/registry.h"
+#include "models/vocab_head.h"
+#include "op_test_data.h"
 #include "runner/solo_run.h"
 #include "test_support.h"
 
 namespace lockstep {
 namespace {
+
+// The LM head by vocabulary: the ranks' rows cover the vocabulary in whole tiles of 16.
+TEST(TensorParallelHead, RanksCoverTheVocabularyInTiles) {
+  for (const int64_t vocab : {int64_t(512), int64_t(131072), int64_t(151936), int64_t(1000), int64_t(20)}) {
+    for (const int64_t ranks : {1, 2, 3, 4, 8}) {
+      EXPECT_EQ(VocabHead::first(vocab, ranks, 0), 0);
+      EXPECT_EQ(VocabHead::first(vocab, ranks, ranks), vocab);
+      for (int64_t r = 1; r < ranks; ++r) {
+        const int64_t at = VocabHead::first(vocab, ranks, r);
+        EXPECT_LE(VocabHead::first(vocab, ranks, r - 1), at) << vocab << " over " << ranks;
+        if (vocab >= 16 * ranks) {
+          EXPECT_EQ(at % 16, 0) << vocab << " over " << ranks << ", rank " << r;
+        }
+      }
+    }
+  }
+}
+
+// Each rank's logits joined by columns have the bits of the whole head's: a logit is one dot
+// product, which no rank cuts. f32 and bf16 weights (prepared for matmuls, packed on the GPU),
+// 1 and 7 rows, 2 to 4 ranks.
+class TensorParallelHeadOnBackend : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TensorParallelHeadOnBackend, JoinedLogitsEqualTheWholeHead) {
+  std::unique_ptr<Backend> backend = make_test_backend(GetParam());
+  if (!backend) GTEST_SKIP() << "no CUDA device";
+  const int64_t vocab = 200, hidden = 96;
+  std::mt19937 rng(28);
+  const std::vector<float> w = normal_floats(rng, vocab * hidden, 0.1f);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    // The head's rows [begin, end) as a prepared matmul weight.
+    auto rows_of_head = [&](int64_t begin, int64_t end) {
+      const std::vector<float> part(w.begin() + begin * hidden, w.begin() + end * hidden);
+      OwnedTensor t;
+      if (dtype == DType::f32) {
+        t = to_backend(*backend, dtype, {end - begin, hidden}, part);
+      } else {
+        std::vector<uint16_t> bits(part.size());
+        for (size_t i = 0; i < part.size(); ++i) {
+          uint32_t u;
+          std::memcpy(&u, &part[i], 4);
+          bits[i] = uint16_t(u >> 16);
+        }
+        t = to_backend(*backend, dtype, {end - begin, hidden}, bits);
+      }
+      backend->prepare_matmul_weight(t);
+      return t;
+    };
+    const OwnedTensor whole = rows_of_head(0, vocab);
+    for (const int64_t n : {1, 7}) {
+      const OwnedTensor x = to_backend(*backend, DType::f32, {n, hidden}, normal_floats(rng, n * hidden));
+      const OwnedTensor expected = backend->alloc(DType::f32, {n, vocab});
+      backend->matmul(x, whole, expected);
+      for (const int64_t ranks : {2, 3, 4}) {
+        std::vector<OwnedTensor> parts, logits;
+        std::vector<Tensor> views;
+        for (int64_t r = 0; r < ranks; ++r) {
+          const int64_t begin = VocabHead::first(vocab, ranks, r), end = VocabHead::first(vocab, ranks, r + 1);
+          parts.push_back(rows_of_head(begin, end));
+          logits.push_back(backend->alloc(DType::f32, {n, end - begin}));
+          backend->matmul(x, parts.back(), logits.back());
+          views.push_back(logits.back().view());
+        }
+        const OwnedTensor joined = backend->alloc(DType::f32, {n, vocab});
+        backend->join_columns(views, joined);
+        const std::vector<float> got = to_host(*backend, joined), want = to_host(*backend, expected);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << (dtype == DType::f32 ? "f32" : "bf16") << ", " << n << " rows, " << ranks << " ranks";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TensorParallelHeadOnBackend, ::testing::ValuesIn(test_backend_names()),
+                         backend_param_name);
 
 // A parameter: a fixture family and the ranks, "llama+tp2".
 class TensorParallel : public ::testing::TestWithParam<std::string> {};

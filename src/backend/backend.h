@@ -240,6 +240,9 @@ class Backend {
   // the next w1, ... (w = each out's cols(); their sum at most x.cols(); at most 4 outs).
   // x f32 [n, d]; outs f32 [n, w].
   virtual void split_columns(const Tensor& x, const std::vector<Tensor>& outs) = 0;
+  // The inverse: each row of out is the same row of parts[0], then of parts[1], ... (any number
+  // of parts; their widths add up to out.cols()). parts f32 [n, w]; out f32 [n, d].
+  virtual void join_columns(const std::vector<Tensor>& parts, const Tensor& out) = 0;
   // out = max(x, 0)^2, elementwise f32.
   virtual void relu_squared(const Tensor& x, const Tensor& out) = 0;
 

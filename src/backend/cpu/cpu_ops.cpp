@@ -180,6 +180,19 @@ void CpuBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs)
   }
 }
 
+void CpuBackend::join_columns(const std::vector<Tensor>& parts, const Tensor& out) {
+  const int64_t d = out.cols();
+  int64_t begin = 0;
+  for (const Tensor& part : parts) {
+    const int64_t w = part.cols();
+    assert(begin + w <= d && part.rows() == out.rows());
+    for (int64_t r = 0; r < out.rows(); ++r)
+      std::memcpy(out.as<float>() + r * d + begin, part.as<float>() + r * w, size_t(w) * 4);
+    begin += w;
+  }
+  assert(begin == d);
+}
+
 void CpuBackend::relu_squared(const Tensor& x, const Tensor& out) {
   const float* px = x.as<float>();
   float* po = out.as<float>();

@@ -221,6 +221,10 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, const Tensor&
 void CudaBackend::split_columns(const Tensor& x, const std::vector<Tensor>& outs) {
   cuda::split_columns(*context_, x, outs);
 }
+
+void CudaBackend::join_columns(const std::vector<Tensor>& parts, const Tensor& out) {
+  cuda::join_columns(*context_, parts, out);
+}
 void CudaBackend::relu_squared(const Tensor& x, const Tensor& out) { cuda::relu_squared(*context_, x, out); }
 void CudaBackend::conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                               const SequenceRows& seqs, const Tensor& out) {

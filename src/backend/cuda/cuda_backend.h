@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& logprobs, const Tensor& top_ids) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void split_columns(const Tensor& x, const std::vector<Tensor>& outs) override;
+  void join_columns(const std::vector<Tensor>& parts, const Tensor& out) override;
   void relu_squared(const Tensor& x, const Tensor& out) override;
   void conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& conv_state,
                    const SequenceRows& seqs, const Tensor& out) override;

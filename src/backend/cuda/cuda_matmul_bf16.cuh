@@ -121,7 +121,8 @@ __host__ __device__ inline int slot_of(int p) {
 }
 
 // The wgmma fill kernel (cuda_matmul_bf16_wgmma.cu): the tiled kernel's sums from x split in
-// slot order (hi, lo: rows of padded k). Fills take it unless LOCKSTEP_CUDA_WGMMA=0.
+// slot order (hi, lo: rows of padded k). Fills take it, or its TMA-fed form where that takes
+// the launch, unless LOCKSTEP_CUDA_WGMMA=0.
 bool wgmma_fills_on();
 void prepare_matmul_bf16_wgmma();
 void launch_matmul_bf16_wgmma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,

@@ -18,7 +18,10 @@
 // 900) with rows alone, which take the round kernels. LOCKSTEP_CUDA_WGMMA=0 runs the tiled kernel instead.
 //
 // Overlapped: a block's steps run on while the next block's copies land and its fragments load
-// (wgmma.wait_group 1), and only a run's end waits for all of its steps.
+// (wgmma.wait_group 1), and only a run's end waits for all of its steps. Launches with packed
+// weights and x in list order go on to cuda_matmul_bf16_tma.cu, the same steps fed by bulk
+// tensor copies; the ones left here are the experts' first matmuls (x gathered by in_rows) and
+// unpacked weights.
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 #include "backend/cuda/cuda_wgmma.cuh"
 

@@ -171,6 +171,13 @@ __global__ void split_columns_kernel(const float* x, int64_t d, cuda::ColumnSpli
   split.out[j][r * w + c - split.begin[j]] = x[r * d + c];
 }
 
+// out[r][begin + c] = part[r][c] for a part of w columns (one launch a part).
+__global__ void put_columns_kernel(const float* part, int64_t w, float* out, int64_t d, int64_t begin, int64_t n) {
+  cuda::start_kernel();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n * w) out[i / w * d + begin + i % w] = part[i];
+}
+
 }  // namespace
 
 namespace cuda {
@@ -285,6 +292,19 @@ void split_columns(Context& context, const Tensor& x, const std::vector<Tensor>&
   if (n == 0 || width == 0) return;
   launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, context.launches, ptr<float>(x),
          x.cols(), split, n);
+}
+
+void join_columns(Context& context, const std::vector<Tensor>& parts, const Tensor& out) {
+  const int64_t n = out.rows(), d = out.cols();
+  int64_t begin = 0;
+  for (const Tensor& part : parts) {
+    require(part.rows() == n && begin + part.cols() <= d, "join_columns: a part does not fit the output");
+    if (n > 0 && part.cols() > 0)
+      launch(put_columns_kernel, blocks_for(n * part.cols(), kThreads), kThreads, 0, context.launches,
+             ptr<float>(part), part.cols(), ptr<float>(out), d, begin, n);
+    begin += part.cols();
+  }
+  require(begin == d, "join_columns: the parts' widths do not add up to the output's");
 }
 
 }  // namespace cuda

@@ -29,6 +29,7 @@ void relu_squared(Context& context, const Tensor& x, const Tensor& out);
 void kv_write(Context& context, const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayer& cache);
 void gather_rows(Context& context, const Tensor& x, const Tensor& rows, const Tensor& out);
 void split_columns(Context& context, const Tensor& x, const std::vector<Tensor>& outs);
+void join_columns(Context& context, const std::vector<Tensor>& parts, const Tensor& out);
 
 // cuda_matmul.cu: matmul, matmul_relu_squared (relu_squared) and matmul_split (outs: the
 // split's tensors, or none); bf16 weights on the tensor cores (cuda_matmul_bf16.cu).

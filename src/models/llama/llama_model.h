@@ -10,6 +10,7 @@
 #include "models/llama/llama_config.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "models/vocab_head.h"
 
 namespace lockstep::llama {
 
@@ -56,7 +57,8 @@ class LlamaModel final : public Model {
   int64_t ranks_;  // tensor-parallel ranks
   OwnedTensor embed_;       // [vocab, hidden]
   OwnedTensor final_norm_;  // [hidden]
-  OwnedTensor lm_head_;     // [vocab, hidden]; empty when tied to embed_
+  OwnedTensor lm_head_;     // [vocab, hidden]; empty when tied to embed_ or split among ranks
+  VocabHead head_;          // with several ranks, each rank's rows of the head
   OwnedTensor rope_table_;  // [max_context, head_dim]
   std::vector<LlamaLayer> layers_;
 

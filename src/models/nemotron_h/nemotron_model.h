@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/nemotron_h/nemotron_config.h"
 #include "models/registry.h"
+#include "models/vocab_head.h"
 
 namespace lockstep::nemotron_h {
 
@@ -125,7 +126,8 @@ class NemotronModel final : public Model {
   NemotronConfig config_;
   Backend& backend_;
   int64_t ranks_;  // tensor-parallel ranks
-  OwnedTensor embed_, final_norm_, lm_head_;
+  OwnedTensor embed_, final_norm_, lm_head_;  // lm_head_ empty when tied to embed_ or split among ranks
+  VocabHead head_;                            // with several ranks, each rank's rows of the head
   std::vector<NemotronLayer> layers_;
   std::unique_ptr<MtpHead> mtp_;  // null: the checkpoint has no MTP head
   // The pass's inputs: the main pass's, or one of the head passes' sets (forward_draft).
