@@ -108,6 +108,22 @@ TEST_P(CliFixtureTest, GreedyIdsMatchReferenceUpToFirstNearTie) {
   }
 }
 
+// --tensor-parallel 2 splits every family and generates; its greedy ids are recorded beside one
+// rank's (the sums are cut at other places, so equal ids are not promised: the property says
+// whether they were).
+TEST_P(CliFixtureTest, TensorParallelGenerates) {
+  const FixtureCase& c = cases[1];
+  auto run = [&](const char* ranks) {
+    return run_lockstep({"generate", "--model", model_dir(), "--tokens", token_list(c.ids), "--max-tokens", "12",
+                         "--ids", "--ignore-eos", "--threads", "1", "--tensor-parallel", ranks});
+  };
+  CommandResult one = run("1"), two = run("2");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(two.err, "");
+  ASSERT_EQ(output_ids(two).size(), 12u) << two.out;
+  RecordProperty("tp2_ids_equal_tp1", output_ids(two) == output_ids(one) ? "yes" : "no");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cli, CliFixtureTest, ::testing::Values("llama", "qwen3", "nemotron_h", "nemotron_h_moe"),
                          [](const auto& info) { return info.param; });
 
@@ -196,6 +212,10 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"draft_tokens_and_no_drafts", {"--tokens", "1", "--draft-tokens", "2", "--no-drafts"},
        "give --no-drafts or --draft-tokens, not both"},
       {"draft_tokens_past_eight", {"--tokens", "1", "--draft-tokens", "9"}, "--draft-tokens: Value 9 not in range"},
+      {"tensor_parallel_not_dividing", {"--tokens", "1", "--tensor-parallel", "3"},
+       "tensor parallel 3: this model's"},
+      {"tensor_parallel_zero", {"--tokens", "1", "--tensor-parallel", "0"}, "--tensor-parallel: Value 0 not in range"},
+      {"serve_tensor_parallel_not_dividing", {"--tensor-parallel", "3"}, "tensor parallel 3: this model's", "serve"},
   };
   return cases;
 }

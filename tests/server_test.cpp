@@ -35,6 +35,31 @@ json completion_body(const std::string& model, int salt, bool seeded, int max_to
   return body;
 }
 
+// Eight requests, each alone, then all at once (half streaming), greedy and seeded: every
+// reply's ids equal its alone reply's.
+void expect_concurrent_replies_equal_alone(const std::string& family, TestServerOptions options) {
+  TestServer server(test_data(family), family, options);
+  const int port = server.port();
+  for (bool seeded : {false, true}) {
+    std::vector<json> bodies;
+    std::vector<std::vector<int32_t>> alone;
+    for (int i = 0; i < 8; ++i) {
+      bodies.push_back(completion_body(family, i, seeded, 4 + i));
+      alone.push_back(reply_ids(http_request(port, "POST", "/v1/completions", bodies.back().dump()), false));
+      ASSERT_EQ(alone.back().size(), size_t(4 + i));
+    }
+    std::vector<std::future<std::vector<int32_t>>> replies;
+    for (int i = 0; i < 8; ++i) {
+      bool stream = i % 2 == 1;
+      json body = bodies[size_t(i)];
+      body["stream"] = stream;
+      replies.push_back(std::async(std::launch::async, [port, body, stream] {
+        return reply_ids(http_request(port, "POST", "/v1/completions", body.dump()), stream);
+      }));
+    }
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(replies[size_t(i)].get(), alone[size_t(i)]) << "request " << i;
+  }
+}
 
 class ServerTest : public ::testing::TestWithParam<std::string> {};
 
@@ -49,26 +74,16 @@ TEST_P(ServerTest, HealthModelsAndRoutes) {
 }
 
 TEST_P(ServerTest, ConcurrentRepliesEqualTheirAloneReplies) {
-  TestServer server(test_data(GetParam()), GetParam(), {8, 64});
-  const int port = server.port();
-  for (bool seeded : {false, true}) {
-    std::vector<json> bodies;
-    std::vector<std::vector<int32_t>> alone;
-    for (int i = 0; i < 8; ++i) {
-      bodies.push_back(completion_body(GetParam(), i, seeded, 4 + i));
-      alone.push_back(reply_ids(http_request(port, "POST", "/v1/completions", bodies.back().dump()), false));
-      ASSERT_EQ(alone.back().size(), size_t(4 + i));
-    }
-    std::vector<std::future<std::vector<int32_t>>> replies;
-    for (int i = 0; i < 8; ++i) {
-      bool stream = i % 2 == 1;
-      json body = bodies[size_t(i)];
-      body["stream"] = stream;
-      replies.push_back(std::async(std::launch::async, [port, body, stream] {
-        return reply_ids(http_request(port, "POST", "/v1/completions", body.dump()), stream);
-      }));
-    }
-    for (int i = 0; i < 8; ++i) EXPECT_EQ(replies[size_t(i)].get(), alone[size_t(i)]) << "request " << i;
+  expect_concurrent_replies_equal_alone(GetParam(), {8, 64});
+}
+
+// The same with the model split into two tensor-parallel ranks (`--tensor-parallel 2`).
+TEST(ServerTensorParallel, ConcurrentRepliesEqualTheirAloneReplies) {
+  for (const char* family : {"llama", "nemotron_h_moe"}) {
+    TestServerOptions options{8, 64};
+    options.tensor_parallel = 2;
+    SCOPED_TRACE(family);
+    expect_concurrent_replies_equal_alone(family, options);
   }
 }
 

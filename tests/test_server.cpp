@@ -12,6 +12,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   model_options.state_slots = options.prompt_cache ? 2 * options.parallel : options.parallel;
   model_options.kv_pages = int32_t(options.parallel * ((options.context + 15) / 16));
   model_options.draft_state_slots = options.draft_tokens * options.parallel;
+  model_options.tensor_parallel = options.tensor_parallel;
   auto model = load_model(dir, backend_, model_options, options.weights);
   EXPECT_TRUE(model.ok()) << model.error().message;
   if (!model.ok()) std::abort();

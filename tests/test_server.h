@@ -27,6 +27,7 @@ struct TestServerOptions {
   std::vector<std::string> aliases = {};  // more model ids (--served-model-name)
   std::string api_key = "";              // --api-key
   std::string cors_origin = "";          // --cors-origin
+  int32_t tensor_parallel = 1;           // --tensor-parallel
 };
 
 class TestServer {

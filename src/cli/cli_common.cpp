@@ -44,6 +44,13 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
                      "(e4m3, an f32 scale per 128 values); q4 and fp8 take groups of 64 or 32 for a matrix whose "
                      "rows are not whole groups; both backends")
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4", "fp8"}));
+  command.add_option("--tensor-parallel", flags.tensor_parallel,
+                     "split the model into this many tensor-parallel ranks: attention by KV head, Mamba2 by head "
+                     "group, the MLP and each expert by width, the LM head by vocabulary, the ranks' partial sums "
+                     "added in rank order (replies stay exact). The ranks run one after another on the one device "
+                     "(one process per GPU is not built yet): for checking a split, not for speed or memory")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 }
 
 Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
@@ -55,6 +62,7 @@ Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
   loaded.backend = std::move(*backend);
   options.max_context = flags.context;
   options.quantize = quant_layout_named(flags.quantize);
+  options.tensor_parallel = flags.tensor_parallel;
   if (!flags.dummy_weights && !options.on_progress) {
     auto progress = std::make_shared<LoadProgress>(isatty(STDERR_FILENO) != 0);
     options.on_progress = [progress](int64_t done, int64_t total) { progress->update(done, total); };

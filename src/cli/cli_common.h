@@ -21,10 +21,11 @@ struct ModelFlags {
   int64_t context = 0;
   bool dummy_weights = false;
   std::string quantize;              // --quantize: q8_0, q4_0, q4, fp8 (empty: as stored)
+  int32_t tensor_parallel = 1;       // --tensor-parallel: ranks, run one after another on the one device
   bool tokenizer_json_only = false;  // --tokenizer-json-only, for the commands that read text
 };
 
-// Adds --model, --backend, --threads, --context, --dummy-weights and --quantize to a subcommand. --model is required
+// Adds --model, --backend, --threads, --context, --dummy-weights, --quantize and --tensor-parallel to a subcommand. --model is required
 // unless model_required is false.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required = true);
 

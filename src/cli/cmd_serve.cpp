@@ -152,6 +152,9 @@ int run_serve(const ServeFlags& flags) {
             << flags.host << ":" << server.port() << " with " << api.lanes().settings().max_streams
             << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
+            << (flags.model.tensor_parallel > 1 ? ", " + std::to_string(flags.model.tensor_parallel) +
+                                                      " tensor-parallel ranks run one after another on this device"
+                                                : "")
             << "; " << describe_drafts(flags.drafts, api.lanes().settings(), loaded->model->info()) << std::endl;
   if (!memory_note.empty()) std::cerr << memory_note << std::endl;
   std::atomic<bool> done{false};
