@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/cuda/cuda_matmul.cuh"
+#include "backend/cuda/cuda_wgmma.cuh"
 
 namespace lockstep::cuda::bf16 {
 
@@ -118,6 +119,47 @@ __host__ __device__ inline int64_t weight_at(int64_t col, int64_t at, int64_t k)
 __host__ __device__ inline int slot_of(int p) {
   const int t = p / 8, half = p % 8 / 4, q = p % 4;
   return 16 * half + 2 * t + (q < 2 ? q : 8 + q - 2);
+}
+
+// The k loop of the wgmma kernels (cuda_matmul_bf16_wgmma.cu and _tma.cu): each run's blocks on
+// acc from zero, block(b, f, running) for each, the A fragments f alternating between two
+// register sets (`running`: the set the steps before may still read), then the run joined to
+// total in run order. Runs outside and blocks inside: between a run's steps nothing but the
+// steps touches acc, so they run on past the loop's turn (given a conditional zeroing instead,
+// ptxas waits for them after every block).
+template <class Block>
+__device__ inline void wgmma_runs(const Runs& runs, float (&acc)[64], float (&total)[64], Block&& block) {
+  uint4 sets[2][2];
+  for (int run = 0; run < runs.count; ++run) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    const int run_end = min(runs.blocks, (run + 1) * runs.per_run);
+    for (int b = run * runs.per_run; b < run_end; b += 2) {
+      block(b, sets[0], sets[1]);
+      if (b + 1 < run_end) block(b + 1, sets[1], sets[0]);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) total[i] = run == 0 ? acc[i] : total[i] + acc[i];
+  }
+}
+
+// Stores a wgmma kernel's tile: total[4c + e] is weight column `warp_col` + g (+ 8 for e >= 2)
+// and x row 8c + 2t + e % 2 of the tile (list entries from tile_row, tile_rows of them).
+__device__ inline void store_wgmma_tile(const MatmulRows& rows, float* out, int64_t m, int64_t warp_col,
+                                        int64_t tile_row, int tile_rows, const float (&total)[64]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int c = 0; c < 16; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t col = warp_col + g + (e >= 2 ? 8 : 0);
+      const int row = 8 * c + 2 * t + e % 2;
+      if (col >= m || row >= tile_rows) continue;
+      const int64_t entry = tile_row + row;
+      store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total[4 * c + e]);
+    }
+  }
 }
 
 // The wgmma fill kernel (cuda_matmul_bf16_wgmma.cu): the tiled kernel's sums from x split in

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
   Shared& sh = *reinterpret_cast<Shared*>(shared_bytes);
   const Runs runs = k_runs(k);  // k % 32 == 0 (packed weights)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   const BlockRows mine = block_rows(rows, w, kRows, blockIdx.y);
   if (mine.first >= mine.last) return;  // the whole block leaves together
@@ -127,8 +127,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_step(acc, f[0].z, f[1].z, f[0].w, f[1].w, x_matrices(st.lo, 1));
       wgmma_commit();
     };
-    // The A fragments alternate between two register sets, as in the wgmma kernel.
-    uint4 sets[2][2];
     auto block = [&](int b, uint4 (&f)[2], uint4 (&running)[2]) {
       const int64_t j = fills + b;
       if (threadIdx.x == 0 && b + kAhead < runs.blocks) copy_x(b + kAhead, j + kAhead, tile_row);
@@ -141,32 +139,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       keep(running[0]), keep(running[1]);
       if (b > 0) release(j - 1);
     };
-    for (int run = 0; run < runs.count; ++run) {
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      const int run_end = min(runs.blocks, (run + 1) * runs.per_run);
-      for (int b = run * runs.per_run; b < run_end; b += 2) {
-        block(b, sets[0], sets[1]);
-        if (b + 1 < run_end) block(b + 1, sets[1], sets[0]);
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < 64; ++i) total[i] = run == 0 ? acc[i] : total[i] + acc[i];
-    }
+    wgmma_runs(runs, acc, total, block);
     release(fills + runs.blocks - 1);
     wait_copies<0>();
-    // total[4c + e]: weight column warp_col + g (+ 8 for e >= 2), x row 8c + 2t + e % 2.
-#pragma unroll
-    for (int c = 0; c < kRows / 8; ++c) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t col = warp_col + g + (e >= 2 ? 8 : 0);
-        const int row = 8 * c + 2 * t + e % 2;
-        if (col >= m || row >= tile_rows) continue;
-        const int64_t entry = tile_row + row;
-        store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total[4 * c + e]);
-      }
-    }
+    store_wgmma_tile(rows, out, m, warp_col, tile_row, tile_rows, total);
   }
 }
 

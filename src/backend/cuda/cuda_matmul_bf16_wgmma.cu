@@ -121,11 +121,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_step(acc, f[0].z, f[1].z, f[0].w, f[1].w, core_matrices(&st.lo[1]));
       wgmma_commit();
     };
-    // Runs outside, blocks inside: between a run's steps nothing but the steps touches acc, so
-    // they run on past the loop's turn (given a conditional zeroing, ptxas waits for them).
-    // Block b's A fragments go to set b % 2: block b - 1's steps still read the other set,
-    // which `keep` holds until wgmma_wait<1> says they are done.
-    uint4 sets[2][2];
+    // Block b's A fragments go to set f: block b - 1's steps still read the other set,
+    // `running`, which `keep` holds until wgmma_wait<1> says they are done.
     auto block = [&](int b, uint4 (&f)[2], uint4 (&running)[2]) {
       wait_copies<kAhead - 1>();
       fence_async_shared();
@@ -135,31 +132,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<1>();  // block b - 1's steps are done
       keep(running[0]), keep(running[1]);
     };
-    for (int run = 0; run < runs.count; ++run) {
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-      const int run_end = min(runs.blocks, (run + 1) * runs.per_run);
-      for (int b = run * runs.per_run; b < run_end; b += 2) {
-        block(b, sets[0], sets[1]);
-        if (b + 1 < run_end) block(b + 1, sets[1], sets[0]);
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < 64; ++i) total[i] = run == 0 ? acc[i] : total[i] + acc[i];
-    }
+    wgmma_runs(runs, acc, total, block);
     wait_copies<0>();
-    // total[4c + e]: weight column warp_col + g (+ 8 for e >= 2), x row 8c + 2t + e % 2.
-#pragma unroll
-    for (int c = 0; c < kRows / 8; ++c) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t col = col0 + warp_col + g + (e >= 2 ? 8 : 0);
-        const int row = 8 * c + 2 * t + e % 2;
-        if (col >= m || row >= tile_rows) continue;
-        const int64_t entry = tile_row + row;
-        store(rows, out, m, rows.out_rows ? rows.out_rows[entry] : entry, col, total[4 * c + e]);
-      }
-    }
+    store_wgmma_tile(rows, out, m, col0 + warp_col, tile_row, tile_rows, total);
   }
 }
 
