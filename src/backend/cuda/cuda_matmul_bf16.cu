@@ -26,6 +26,9 @@
 // One-row launches with packed weights take the row kernel (cuda_matmul_bf16_row.cu: x split
 // once a block), and fill-sized launches the wgmma kernel (cuda_matmul_bf16_wgmma.cu) or, with
 // LOCKSTEP_CUDA_WGMMA=0, the tiled one below: the same sums in each.
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_matmul_bf16.cuh"
 
 namespace lockstep::cuda {
@@ -41,6 +44,26 @@ constexpr int64_t kTiledMinRows = 256;
 // 256 rows a group though 128 experts get about 12 each, and the tiled kernel's 64-row tiles
 // would run mostly empty (docs/gpu-performance.md, "Rounds of 64 to 1,024 streams").
 constexpr int64_t kTiledGroupRows = 64;
+
+// The two thresholds above, or the environment's LOCKSTEP_CUDA_FILL_ROWS and
+// LOCKSTEP_CUDA_FILL_GROUP_ROWS (an experiment: where the wgmma kernels take over from the round
+// kernels since they got faster, for rounds of 128 streams and more; not yet measured).
+int64_t threshold(const char* name, int64_t fallback) {
+  const char* value = std::getenv(name);
+  if (!value) return fallback;
+  char* end = nullptr;
+  const long long rows = std::strtoll(value, &end, 10);
+  require(*value != '\0' && *end == '\0' && rows >= 1, "LOCKSTEP_CUDA_FILL_ROWS and _GROUP_ROWS are row counts of 1 or more");
+  return int64_t(rows);
+}
+int64_t fill_rows() {
+  static const int64_t rows = threshold("LOCKSTEP_CUDA_FILL_ROWS", kTiledMinRows);
+  return rows;
+}
+int64_t fill_group_rows() {
+  static const int64_t rows = threshold("LOCKSTEP_CUDA_FILL_GROUP_ROWS", kTiledGroupRows);
+  return rows;
+}
 
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
 
@@ -455,7 +478,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   const auto* weights = static_cast<const __nv_bfloat16*>(w);
   // The rows a group holds on average (the list's entries over the groups launched).
   const int64_t typical = rows.segments ? (rows.n + rows.groups - 1) / rows.groups : rows.n;
-  const bool fill_sized = rows.segments ? typical >= kTiledGroupRows : rows.n >= kTiledMinRows;
+  const bool fill_sized = rows.segments ? typical >= fill_group_rows() : rows.n >= fill_rows();
   // Fill-sized launches take the shared-memory tiles of the wgmma or the tiled kernel (the same
   // sums; see the kernels), which need the split pass, k % 8 == 0 and aligned weights; every
   // other launch the round kernel, which splits x itself.
