@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 }  // namespace
 
-size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k) {
-  return w_bf16 ? matmul_bf16_workspace_bytes(x_rows, k) : 0;
+size_t matmul_workspace_bytes(bool w_bf16, const MatmulRows& rows, int64_t k) {
+  return w_bf16 ? matmul_bf16_workspace_bytes(rows, k) : 0;
 }
 
 namespace {
@@ -203,7 +203,7 @@ void matmul(Context& context, const Tensor& x, const Tensor& w, const Tensor& ou
     if (!outs.empty()) split_columns(context, out, outs);
     return;
   }
-  const size_t bytes = matmul_workspace_bytes(bf16, rows.x_rows, k);
+  const size_t bytes = matmul_workspace_bytes(bf16, rows, k);
   void* workspace = bytes ? context.scratch.matmul_x.get(context.launches, bytes) : nullptr;
   launch_matmul(ptr<float>(x), w.data, format_of(w), ptr<float>(out), k, m, rows, workspace, context.launches);
 }

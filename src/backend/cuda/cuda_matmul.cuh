@@ -110,7 +110,7 @@ inline WeightFormat format_of(const Tensor& w) { return {w.dtype, w.quant}; }
 // `workspace` of matmul_workspace_bytes (the split activations); the others need none.
 void launch_matmul(const float* x, const void* w, const WeightFormat& format, float* out, int64_t k, int64_t m,
                    const MatmulRows& rows, void* workspace, Launches& launches);
-size_t matmul_workspace_bytes(bool w_bf16, int64_t x_rows, int64_t k);
+size_t matmul_workspace_bytes(bool w_bf16, const MatmulRows& rows, int64_t k);
 
 // Whether bf16 weights of `rows` rows (of every matrix in a stack) and k columns at w can be
 // packed: rows % 16 == 0, k % 32 == 0, 16-byte aligned. Packed weights take the same space.
@@ -123,7 +123,7 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launc
 void prepare_matmul_bf16();
 // The same for the quantized round kernel (cuda_matmul_quant.cu).
 void prepare_matmul_quant();
-size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k);
+size_t matmul_bf16_workspace_bytes(const MatmulRows& rows, int64_t k);
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, Launches& launches);
 

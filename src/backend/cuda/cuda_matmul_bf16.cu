@@ -26,6 +26,7 @@
 // One-row launches with packed weights take the row kernel (cuda_matmul_bf16_row.cu: x split
 // once a block), and fill-sized launches the wgmma kernel (cuda_matmul_bf16_wgmma.cu) or, with
 // LOCKSTEP_CUDA_WGMMA=0, the tiled one below: the same sums in each.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -56,6 +57,18 @@ int64_t threshold(const char* name, int64_t fallback) {
   require(*value != '\0' && *end == '\0' && rows >= 1, "LOCKSTEP_CUDA_FILL_ROWS and _GROUP_ROWS are row counts of 1 or more");
   return int64_t(rows);
 }
+// LOCKSTEP_CUDA_WGMMA_GATHER=1 (an experiment, not yet run on a GPU): a fill-sized launch that
+// gathers x (in_rows: the experts' first matmul) with packed weights has the split pass write
+// each list entry's row, so the wgmma kernels read x in list order and the TMA-fed one takes it.
+// Its split then holds rows.n rows, not x_rows.
+bool gathered_split(const MatmulRows& rows) {
+  static const bool on = [] {
+    const char* value = std::getenv("LOCKSTEP_CUDA_WGMMA_GATHER");
+    return value && std::string(value) == "1";
+  }();
+  return on && rows.in_rows != nullptr && rows.packed && wgmma_fills_on();
+}
+
 int64_t fill_rows() {
   static const int64_t rows = threshold("LOCKSTEP_CUDA_FILL_ROWS", kTiledMinRows);
   return rows;
@@ -78,6 +91,18 @@ __global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad,
   const int64_t r = i / kpad, c = i % kpad;
   const int64_t to = kSlots ? i - c % kBlockK + slot_of(int(c % kBlockK)) : i;
   split(c < k ? x[r * k + c] : 0.0f, hi[to], lo[to]);
+}
+
+// split_kernel<true> for the n list entries of a launch that gathers x: entry e's row of hi and
+// lo from x's row in_rows[e] (zeros where that is not one of x's x_rows rows).
+__global__ void split_gathered_kernel(const float* x, const int32_t* in_rows, int64_t x_rows, int64_t n, int64_t k,
+                                      int64_t kpad, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+  start_kernel();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * kpad) return;
+  const int64_t e = i / kpad, c = i % kpad, r = in_rows[e];
+  const int64_t to = i - c % kBlockK + slot_of(int(c % kBlockK));
+  split(r >= 0 && r < x_rows && c < k ? x[r * k + c] : 0.0f, hi[to], lo[to]);
 }
 
 // Eight weights from position `at` of a row; positions at or past k read as zero.
@@ -469,8 +494,9 @@ void prepare_matmul_bf16() {
   allow_ring<2, 2>();
 }
 
-size_t matmul_bf16_workspace_bytes(int64_t x_rows, int64_t k) {
-  return size_t(2) * size_t(x_rows) * size_t(padded_k(k)) * sizeof(__nv_bfloat16);
+size_t matmul_bf16_workspace_bytes(const MatmulRows& rows, int64_t k) {
+  const int64_t split = gathered_split(rows) ? std::max(rows.n, rows.x_rows) : rows.x_rows;
+  return size_t(2) * size_t(split) * size_t(padded_k(k)) * sizeof(__nv_bfloat16);
 }
 
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
@@ -492,9 +518,19 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
     return launch_round<2, 2>(x, weights, out, k, m, rows, launches);
   }
   const int64_t kpad = padded_k(k);
-  require(2 * rows.x_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
+  const bool gather = gathered_split(rows);
+  const int64_t split_rows = gather ? rows.n : rows.x_rows;
+  require(2 * split_rows * kpad < (int64_t(1) << 32), "matmul: over 2^31 split activations");
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
-  __nv_bfloat16* lo = hi + rows.x_rows * kpad;
+  __nv_bfloat16* lo = hi + split_rows * kpad;
+  if (gather) {
+    launch(split_gathered_kernel, blocks_for(split_rows * kpad, 256), 256, 0, launches, x, rows.in_rows, rows.x_rows,
+           split_rows, k, kpad, hi, lo);
+    MatmulRows listed = rows;
+    listed.in_rows = nullptr;
+    listed.x_rows = split_rows;
+    return launch_matmul_bf16_wgmma(hi, lo, weights, out, k, m, listed, launches);
+  }
   const bool wgmma = wgmma_fills_on();
   launch(wgmma ? split_kernel<true> : split_kernel<false>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x,
          rows.x_rows, k, kpad, hi, lo);

@@ -379,8 +379,13 @@ void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Te
   // [slot_count, inner]: the listed entries in list order, then (plain) the always experts' rows
   auto* hidden = static_cast<float*>(scratch.hidden.get(launches, size_t(slot_count * inner) * 4));
   auto* results = static_cast<float*>(scratch.results.get(launches, size_t(slot_count * d) * 4));  // by slot
-  const size_t split_bytes = std::max(matmul_workspace_bytes(up.dtype == DType::bf16, n, d),
-                                      matmul_workspace_bytes(down.dtype == DType::bf16, slot_count, inner));
+  const bool up_packed = context.packed(up), down_packed = context.packed(down);
+  // The split activations: the up launch's (below) and the down launches' (x of slot_count rows).
+  MatmulRows up_split, down_split;
+  up_split.n = listed, up_split.x_rows = n, up_split.in_rows = row_of, up_split.packed = up_packed;
+  down_split.n = down_split.x_rows = slot_count;
+  const size_t split_bytes = std::max(matmul_workspace_bytes(up.dtype == DType::bf16, up_split, d),
+                                      matmul_workspace_bytes(down.dtype == DType::bf16, down_split, inner));
   void* workspace = split_bytes ? context.scratch.matmul_x.get(launches, split_bytes) : nullptr;
   int32_t* id = ptr<int32_t>(ids);  // written by the fused routing, read by the list
   float* weight = ptr<float>(weights);
@@ -389,7 +394,6 @@ void experts_then(Context& context, const Tensor& x, const Tensor& ids, const Te
   const auto *up_w = static_cast<const uint8_t*>(up.data), *down_w = static_cast<const uint8_t*>(down.data);
   const WeightFormat up_format = format_of(up), down_format = format_of(down);
   const size_t up_bytes = up.bytes() / size_t(experts), down_bytes = down.bytes() / size_t(experts);
-  const bool up_packed = context.packed(up), down_packed = context.packed(down);
   const bool routed_here = route != nullptr;
   const float* logits = routed_here ? ptr<float>(*route->logits) : nullptr;
   const float* correction = routed_here ? ptr<float>(*route->bias) : nullptr;
