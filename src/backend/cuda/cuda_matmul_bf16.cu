@@ -54,7 +54,7 @@ int64_t threshold(const char* name, int64_t fallback) {
   if (!value) return fallback;
   char* end = nullptr;
   const long long rows = std::strtoll(value, &end, 10);
-  require(*value != '\0' && *end == '\0' && rows >= 1, "LOCKSTEP_CUDA_FILL_ROWS and _GROUP_ROWS are row counts of 1 or more");
+  require(*value != '\0' && *end == '\0' && rows >= 1, (std::string(name) + " is a row count of 1 or more").c_str());
   return int64_t(rows);
 }
 // LOCKSTEP_CUDA_WGMMA_GATHER=1 (an experiment, not yet run on a GPU): a fill-sized launch that
@@ -80,28 +80,17 @@ int64_t fill_group_rows() {
 
 int64_t padded_k(int64_t k) { return (k + kBlockK - 1) / kBlockK * kBlockK; }
 
-// hi[r][c], lo[r][c] = split(x[r][c]); zero for k <= c < kpad. kSlots: each block of 32 in the
-// wgmma kernel's slot order instead (slot_of).
+// hi[e][c], lo[e][c] = split(x[r][c]) for n rows e, with r = e, or with in_rows (a launch that
+// gathers x) r = in_rows[e], zeros where r is not one of x's x_rows rows; zero for
+// k <= c < kpad. kSlots: each block of 32 in the wgmma kernel's slot order instead (slot_of).
 template <bool kSlots>
-__global__ void split_kernel(const float* x, int64_t n, int64_t k, int64_t kpad, __nv_bfloat16* hi,
-                             __nv_bfloat16* lo) {
+__global__ void split_kernel(const float* x, const int32_t* in_rows, int64_t x_rows, int64_t n, int64_t k,
+                             int64_t kpad, __nv_bfloat16* hi, __nv_bfloat16* lo) {
   start_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * kpad) return;
-  const int64_t r = i / kpad, c = i % kpad;
+  const int64_t e = i / kpad, c = i % kpad, r = in_rows ? in_rows[e] : e;
   const int64_t to = kSlots ? i - c % kBlockK + slot_of(int(c % kBlockK)) : i;
-  split(c < k ? x[r * k + c] : 0.0f, hi[to], lo[to]);
-}
-
-// split_kernel<true> for the n list entries of a launch that gathers x: entry e's row of hi and
-// lo from x's row in_rows[e] (zeros where that is not one of x's x_rows rows).
-__global__ void split_gathered_kernel(const float* x, const int32_t* in_rows, int64_t x_rows, int64_t n, int64_t k,
-                                      int64_t kpad, __nv_bfloat16* hi, __nv_bfloat16* lo) {
-  start_kernel();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n * kpad) return;
-  const int64_t e = i / kpad, c = i % kpad, r = in_rows[e];
-  const int64_t to = i - c % kBlockK + slot_of(int(c % kBlockK));
   split(r >= 0 && r < x_rows && c < k ? x[r * k + c] : 0.0f, hi[to], lo[to]);
 }
 
@@ -524,7 +513,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   auto* hi = static_cast<__nv_bfloat16*>(workspace);
   __nv_bfloat16* lo = hi + split_rows * kpad;
   if (gather) {
-    launch(split_gathered_kernel, blocks_for(split_rows * kpad, 256), 256, 0, launches, x, rows.in_rows, rows.x_rows,
+    launch(split_kernel<true>, blocks_for(split_rows * kpad, 256), 256, 0, launches, x, rows.in_rows, rows.x_rows,
            split_rows, k, kpad, hi, lo);
     MatmulRows listed = rows;
     listed.in_rows = nullptr;
@@ -533,7 +522,7 @@ void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, in
   }
   const bool wgmma = wgmma_fills_on();
   launch(wgmma ? split_kernel<true> : split_kernel<false>, blocks_for(rows.x_rows * kpad, 256), 256, 0, launches, x,
-         rows.x_rows, k, kpad, hi, lo);
+         static_cast<const int32_t*>(nullptr), rows.x_rows, rows.x_rows, k, kpad, hi, lo);
   if (wgmma) return launch_matmul_bf16_wgmma(hi, lo, weights, out, k, m, rows, launches);
   dim3 grid(blocks_for(m, kTiledCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kTiledRows));
   launch(rows.packed ? matmul_bf16_tiled_kernel<true> : matmul_bf16_tiled_kernel<false>, grid, 256, 0, launches, hi, lo,
