@@ -1,8 +1,8 @@
-// The LM head by vocabulary over tensor-parallel ranks (issue 28): rank r holds the head's rows
-// (vocabulary entries) [first(r), first(r + 1)) and computes those logits alone; the ranks'
-// logits are joined by columns (Backend::join_columns here, an all-gather between processes).
-// A logit is one rank's dot product over the whole hidden state, so it has the bits of the
-// whole head's logit whatever the ranks: no sum is cut. With one rank, the model's whole head.
+// A model's LM head, whole or by vocabulary over tensor-parallel ranks (issue 28): rank r holds
+// the head's rows (vocabulary entries) [first(r), first(r + 1)) and computes those logits alone;
+// the ranks' logits are joined by columns (Backend::join_columns here, an all-gather between
+// processes). A logit is one rank's dot product over the whole hidden state, so it has the bits
+// of the whole head's logit whatever the ranks: no sum is cut.
 #pragma once
 
 #include <cstdint>
@@ -21,24 +21,25 @@ class VocabHead {
   // packed weights take them, where the vocabulary has 16 a rank.
   static int64_t first(int64_t vocab, int64_t ranks, int64_t rank);
 
-  // With several ranks, loads each rank's rows of `name` ([vocab, hidden]) as `use` says (the
-  // head's use: matmul, or matrix for a head tied to the embeddings); with one, nothing.
+  // Loads the head, tensor `name` ([vocab, hidden]) as `use` says: whole with one rank, each
+  // rank's rows with several. A head tied to the embeddings names their tensor with
+  // WeightUse::matrix and passes them as `tied`: with one rank the head is then that table itself.
   Status load(const WeightSource& weights, Backend& backend, const std::string& name, const Shape& shape,
-              WeightUse use, int64_t ranks);
-  // Room for `rows` rows of each rank's logits.
+              WeightUse use, int64_t ranks, const Tensor& tied = {});
+  // Room for `rows` rows of each rank's logits (none with one rank).
   void alloc(Backend& backend, int64_t rows);
 
-  bool split() const { return !parts_.empty(); }
-  // The bytes a pass reads of the parts (0 with one rank).
+  // The bytes a pass reads of the head.
   int64_t bytes() const;
 
-  // out [n, vocab] = x [n, hidden] times the head: `whole` with one rank, else each rank's part
-  // into its columns.
-  void logits(Backend& backend, const Tensor& x, const Tensor& whole, const Tensor& out) const;
+  // out [n, vocab] = x [n, hidden] times the head: one matmul with one rank, else each rank's
+  // part into its columns.
+  void logits(Backend& backend, const Tensor& x, const Tensor& out) const;
 
  private:
+  Tensor tied_;                         // one rank, tied: the embeddings
   std::vector<OwnedTensor> parts_, scratch_;
-  std::vector<int64_t> sizes_;  // each part's rows
+  std::vector<int64_t> sizes_;          // each part's rows
 };
 
 }  // namespace lockstep

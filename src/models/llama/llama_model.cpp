@@ -73,10 +73,11 @@ Status LlamaModel::load_weights(const WeightSource& weights) {
   };
   load(embed_, "model.embed_tokens.weight", {c.vocab, c.hidden}, WeightUse::matrix);
   load(final_norm_, "model.norm.weight", {c.hidden}, WeightUse::vector);
-  if (!c.tied_embeddings && ranks_ == 1) load(lm_head_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
   if (status.ok())
-    status = head_.load(weights, backend_, c.tied_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                        {c.vocab, c.hidden}, c.tied_embeddings ? WeightUse::matrix : WeightUse::matmul, ranks_);
+    status = c.tied_embeddings ? head_.load(weights, backend_, "model.embed_tokens.weight", {c.vocab, c.hidden},
+                                            WeightUse::matrix, ranks_, embed_.view())
+                               : head_.load(weights, backend_, "lm_head.weight", {c.vocab, c.hidden},
+                                            WeightUse::matmul, ranks_);
   layers_.resize(size_t(c.layers));
   for (int64_t i = 0; i < c.layers; ++i) {
     LlamaLayer& layer = layers_[size_t(i)];
@@ -121,8 +122,7 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   info_.kv_page_bytes = 2 * 4 * c.layers * KvHeadSplit{c.kv_heads, ranks_}.cached() * c.head_dim *
                         info_.page_size;  // f32 K and V
 
-  info_.decode_weight_bytes =
-      head_.split() ? head_.bytes() : int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
+  info_.decode_weight_bytes = head_.bytes();
   for (const LlamaLayer& layer : layers_)
     for (const LlamaRank& rank : layer.ranks)
       for (const OwnedTensor* w : {&rank.wq, &rank.wk, &rank.wv, &rank.wo, &rank.w_gate, &rank.w_up, &rank.w_down})
@@ -178,7 +178,7 @@ Expected<Tensor> LlamaModel::forward(const ForwardBatch& batch) {
   if (n_out == 0) return logits;
   backend_.gather_rows(x, inputs_.logit_row_ids(), picked);
   backend_.rms_norm(picked, final_norm_, float(config_.rms_eps), picked);
-  head_.logits(backend_, picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  head_.logits(backend_, picked, logits);
   return logits;
 }
 

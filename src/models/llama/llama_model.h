@@ -57,8 +57,7 @@ class LlamaModel final : public Model {
   int64_t ranks_;  // tensor-parallel ranks
   OwnedTensor embed_;       // [vocab, hidden]
   OwnedTensor final_norm_;  // [hidden]
-  OwnedTensor lm_head_;     // [vocab, hidden]; empty when tied to embed_ or split among ranks
-  VocabHead head_;          // with several ranks, each rank's rows of the head
+  VocabHead head_;          // the LM head: its own, embed_ when tied, or each rank's rows
   OwnedTensor rope_table_;  // [max_context, head_dim]
   std::vector<LlamaLayer> layers_;
 

@@ -82,13 +82,10 @@ Status NemotronModel::load_weights(const WeightSource& weights) {
   auto norm = upload_weight(weights, backend_, "backbone.norm_f.weight", {c.hidden}, WeightUse::vector);
   if (!norm.ok()) return norm.error();
   final_norm_ = std::move(*norm);
-  if (!c.tied_embeddings && ranks_ == 1) {
-    auto head = upload_weight(weights, backend_, "lm_head.weight", {c.vocab, c.hidden}, WeightUse::matmul);
-    if (!head.ok()) return head.error();
-    lm_head_ = std::move(*head);
-  }
-  LOCKSTEP_TRY(head_.load(weights, backend_, c.tied_embeddings ? "backbone.embeddings.weight" : "lm_head.weight",
-                          {c.vocab, c.hidden}, c.tied_embeddings ? WeightUse::matrix : WeightUse::matmul, ranks_));
+  LOCKSTEP_TRY(c.tied_embeddings ? head_.load(weights, backend_, "backbone.embeddings.weight", {c.vocab, c.hidden},
+                                              WeightUse::matrix, ranks_, embed_.view())
+                                 : head_.load(weights, backend_, "lm_head.weight", {c.vocab, c.hidden},
+                                              WeightUse::matmul, ranks_));
   layers_.resize(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i)
     LOCKSTEP_TRY(load_layer(weights, "backbone.layers." + std::to_string(i) + ".", c.layers[i], layers_[i]));
@@ -260,8 +257,7 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
                         KvHeadSplit{c.kv_heads, ranks_}.cached() * c.head_dim * info_.page_size;
   info_.draft_head = mtp_ != nullptr;
 
-  info_.decode_weight_bytes =
-      head_.split() ? head_.bytes() : int64_t((lm_head_.empty() ? embed_.view() : lm_head_.view()).bytes());
+  info_.decode_weight_bytes = head_.bytes();
   auto bytes = [](const OwnedTensor& t) { return int64_t(t.view().bytes()); };
   for (const NemotronLayer& layer : layers_) {
     if (layer.kind == LayerKind::moe) info_.decode_weight_bytes += bytes(layer.router);
@@ -376,7 +372,7 @@ Expected<Tensor> NemotronModel::forward(const ForwardBatch& batch) {
     backend_.gather_rows(x, inputs_->logit_row_ids(), picked);
     backend_.rms_norm(picked, final_norm_, eps, picked);
   }
-  head_.logits(backend_, picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  head_.logits(backend_, picked, logits);
   return logits;
 }
 
@@ -449,7 +445,7 @@ Expected<Tensor> NemotronModel::forward_draft(const ForwardBatch& batch, DraftIn
     picked = hidden;
   else
     backend_.gather_rows(hidden, inputs_->logit_row_ids(), picked);
-  head_.logits(backend_, picked, lm_head_.empty() ? embed_.view() : lm_head_.view(), logits);
+  head_.logits(backend_, picked, logits);
   return logits;
 }
 

@@ -126,8 +126,8 @@ class NemotronModel final : public Model {
   NemotronConfig config_;
   Backend& backend_;
   int64_t ranks_;  // tensor-parallel ranks
-  OwnedTensor embed_, final_norm_, lm_head_;  // lm_head_ empty when tied to embed_ or split among ranks
-  VocabHead head_;                            // with several ranks, each rank's rows of the head
+  OwnedTensor embed_, final_norm_;
+  VocabHead head_;  // the LM head: its own, embed_ when tied, or each rank's rows
   std::vector<NemotronLayer> layers_;
   std::unique_ptr<MtpHead> mtp_;  // null: the checkpoint has no MTP head
   // The pass's inputs: the main pass's, or one of the head passes' sets (forward_draft).
