@@ -57,6 +57,10 @@ __device__ inline uint64_t x_matrices(const __nv_bfloat16 (&x)[kRows][kBlockK], 
   return wgmma_matrices_swizzled_64(&x[0][16 * h], 8 * sizeof(x[0]));
 }
 
+// kRowsFirst (plain launches, LOCKSTEP_CUDA_TMA_ROWS_FIRST=1, not yet measured): blockIdx.x
+// counts row tiles and blockIdx.y column tiles, so the blocks resident at once share a few
+// column tiles' weights and read all of x's rows, instead of all the weights and a few rows.
+template <bool kRowsFirst>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_bf16_tma_kernel(const __grid_constant__ CUtensorMap hi_map, const __grid_constant__ CUtensorMap lo_map,
                            const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
@@ -67,7 +71,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Runs runs = k_runs(k);  // k % 32 == 0 (packed weights)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  const BlockRows mine = block_rows(rows, w, kRows, blockIdx.y);
+  const unsigned col_block = kRowsFirst ? blockIdx.y : blockIdx.x, row_block = kRowsFirst ? blockIdx.x : blockIdx.y;
+  const BlockRows mine = block_rows(rows, w, kRows, row_block);
   if (mine.first >= mine.last) return;  // the whole block leaves together
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) barrier_init(&sh.full[s], 1), barrier_init(&sh.empty[s], kThreads / 32);
@@ -75,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  const int64_t col0 = int64_t(blockIdx.x) * kCols, warp_col = col0 + warp * kTileCols;
+  const int64_t col0 = int64_t(col_block) * kCols, warp_col = col0 + warp * kTileCols;
   const bool warp_in = warp_col < m;  // m % 16 == 0: a warp's columns are all in or all out
   const __nv_bfloat16* w_piece = mine.w + (warp_in ? (warp_col / kTileCols) * runs.blocks * int64_t(kPiece) : 0);
 
@@ -180,8 +185,8 @@ CUtensorMap x_map(const __nv_bfloat16* x, int64_t x_rows, int64_t kpad) {
 }  // namespace
 
 void prepare_matmul_bf16_tma() {
-  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(sizeof(Shared))));
+  for (auto kernel : {matmul_bf16_tma_kernel<false>, matmul_bf16_tma_kernel<true>})
+    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared))));
 }
 
 bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
@@ -190,8 +195,15 @@ bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, co
   // Packed weights (k % 32 == 0, m % 16 == 0), x in list order, coordinates within int32.
   if (!on || !rows.packed || rows.in_rows || k >= (int64_t(1) << 31) || rows.x_rows >= (int64_t(1) << 31))
     return false;
+  static const bool rows_first = switched_on("LOCKSTEP_CUDA_TMA_ROWS_FIRST");
+  if (rows_first && !rows.segments) {
+    const dim3 grid(blocks_for(rows.n, kRows), blocks_for(m, kCols));
+    launch(matmul_bf16_tma_kernel<true>, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k),
+           x_map(lo, rows.x_rows, k), w, out, k, m, rows);
+    return true;
+  }
   const dim3 grid(blocks_for(m, kCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
-  launch(matmul_bf16_tma_kernel, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k),
+  launch(matmul_bf16_tma_kernel<false>, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k),
          x_map(lo, rows.x_rows, k), w, out, k, m, rows);
   return true;
 }
