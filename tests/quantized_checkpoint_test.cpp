@@ -28,8 +28,9 @@ namespace lockstep {
 namespace {
 
 // mlx8_switch_mlp: mlx8_f16_g32 with each MoE layer's routed experts in one stack, as mlx-lm
-// saves them (mixer.switch_mlp.fc1 and fc2: [experts, rows, k]).
-enum class Stored { mlx4_bf16_g64, mlx8_f16_g32, mlx8_switch_mlp, fp8_blocks, fp8_tensor };
+// saves them (mixer.switch_mlp.fc1 and fc2: [experts, rows, k]). mlx3 and mlx6: the widths mlx
+// packs in 3 bytes (8 codes of 3 bits, 4 of 6).
+enum class Stored { mlx4_bf16_g64, mlx8_f16_g32, mlx8_switch_mlp, mlx3_bf16_g64, mlx6_f16_g32, fp8_blocks, fp8_tensor };
 
 struct Case {
   std::string family;
@@ -153,6 +154,8 @@ bool is_matrix(const std::string& name, const Shape& shape) {
   return shape.rank == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
 }
 
+QuantLayout loaded_layout(Stored stored);
+
 // The fixture in `stored`'s format, with the values each tensor stands for.
 Written write_fixture(const std::string& family, Stored stored) {
   auto checkpoint = Checkpoint::open(test_data(family));
@@ -190,12 +193,10 @@ Written write_fixture(const std::string& family, Stored stored) {
       const bool embedding = name.find("embed") != std::string::npos;
       switch (stored) {
         case Stored::mlx4_bf16_g64:
-          done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 64, 4, DType::bf16});
-          break;
         case Stored::mlx8_f16_g32:
         case Stored::mlx8_switch_mlp:
-          done = add_affine(out, name, info.shape, x, {QuantFormat::mlx_affine, 32, 8, DType::f16});
-          break;
+        case Stored::mlx3_bf16_g64:
+        case Stored::mlx6_f16_g32: done = add_affine(out, name, info.shape, x, loaded_layout(stored)); break;
         case Stored::fp8_blocks: done = !embedding && add_fp8(out, name, info.shape, x, 32); break;
         case Stored::fp8_tensor: done = !embedding && add_fp8(out, name, info.shape, x, 0); break;
       }
@@ -216,6 +217,8 @@ QuantLayout loaded_layout(Stored stored) {
     case Stored::mlx4_bf16_g64: return {QuantFormat::mlx_affine, 64, 4, DType::bf16};
     case Stored::mlx8_f16_g32:
     case Stored::mlx8_switch_mlp: return {QuantFormat::mlx_affine, 32, 8, DType::f16};
+    case Stored::mlx3_bf16_g64: return {QuantFormat::mlx_affine, 64, 3, DType::bf16};
+    case Stored::mlx6_f16_g32: return {QuantFormat::mlx_affine, 32, 6, DType::f16};
     case Stored::fp8_blocks:
     case Stored::fp8_tensor: break;
   }
@@ -258,6 +261,8 @@ std::vector<Case> cases() {
     for (const char* family : {"llama", "qwen3", "nemotron_h", "nemotron_h_moe", "nemotron_h_mtp"}) {
       out.push_back({family, Stored::mlx4_bf16_g64, "mlx4_bf16_g64", backend});
       out.push_back({family, Stored::mlx8_f16_g32, "mlx8_f16_g32", backend});
+      out.push_back({family, Stored::mlx3_bf16_g64, "mlx3_bf16_g64", backend});
+      out.push_back({family, Stored::mlx6_f16_g32, "mlx6_f16_g32", backend});
       if (std::string(family).find("moe") != std::string::npos || std::string(family).find("mtp") != std::string::npos)
         out.push_back({family, Stored::mlx8_switch_mlp, "mlx8_switch_mlp", backend});
       out.push_back({family, Stored::fp8_blocks, "fp8_blocks32", backend});

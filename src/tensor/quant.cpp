@@ -52,18 +52,29 @@ void store_scale(DType type, float value, uint8_t* p) {
   p[1] = uint8_t(half >> 8);
 }
 
-// MLX affine: value k of a group is code k % (32 / bits) of word k / (32 / bits), low bits first.
+// MLX affine: code i of a row is bits [bits * i, bits * i + bits) of its values read as one
+// little-endian stream of bits. mlx packs 2, 4 and 8 bits into words, 3 and 6 bits into packs
+// of 3 bytes and 5 bits into packs of 5, each from its low bits: that one stream in every case.
+uint32_t affine_code(const uint8_t* values, size_t i, int bits) {
+  const size_t bit = i * size_t(bits);
+  uint32_t two = values[bit / 8];
+  if (bit % 8 + size_t(bits) > 8) two |= uint32_t(values[bit / 8 + 1]) << 8;
+  return (two >> (bit % 8)) & ((1u << bits) - 1);
+}
+
+void put_affine_code(uint8_t* values, size_t i, int bits, uint32_t code) {
+  const size_t bit = i * size_t(bits);
+  values[bit / 8] |= uint8_t(code << (bit % 8));
+  if (bit % 8 + size_t(bits) > 8) values[bit / 8 + 1] |= uint8_t(code >> (8 - bit % 8));
+}
+
 void dequantize_affine(const QuantLayout& layout, size_t count, const QuantRows& in, float* y) {
-  const int per_word = 32 / layout.bits;
-  const uint32_t mask = (1u << layout.bits) - 1;
   const size_t scale_size = dtype_size(layout.scale_type);
   for (size_t i = 0; i < count; ++i) {
     size_t g = i / size_t(layout.group);
     float scale = load_scale(layout.scale_type, in.scales.data() + g * scale_size);
     float bias = load_scale(layout.scale_type, in.biases.data() + g * scale_size);
-    uint32_t word = load_u32(in.values.data() + 4 * (i / per_word));
-    uint32_t q = (word >> (layout.bits * (i % per_word))) & mask;
-    y[i] = float(q) * scale + bias;
+    y[i] = float(affine_code(in.values.data(), i, layout.bits)) * scale + bias;
   }
 }
 
@@ -104,20 +115,17 @@ void quantize_affine_group(const QuantLayout& layout, const float* x, uint32_t* 
 }
 
 void quantize_affine(const QuantLayout& layout, size_t count, const float* x, const QuantRowsOut& out) {
-  const int per_word = 32 / layout.bits;
-  const size_t scale_size = dtype_size(layout.scale_type);
+  const size_t scale_size = dtype_size(layout.scale_type), group = size_t(layout.group);
   uint32_t codes[128];
-  for (size_t g = 0; g < count / size_t(layout.group); ++g) {
+  for (size_t g = 0; g < count / group; ++g) {
     float scale, bias;
-    quantize_affine_group(layout, x + g * layout.group, codes, &scale, &bias);
+    quantize_affine_group(layout, x + g * group, codes, &scale, &bias);
     store_scale(layout.scale_type, scale, out.scales.data() + g * scale_size);
     store_scale(layout.scale_type, bias, out.biases.data() + g * scale_size);
-    size_t first_word = g * size_t(layout.group / per_word);
-    for (int w = 0; w < layout.group / per_word; ++w) {
-      uint32_t word = 0;
-      for (int k = 0; k < per_word; ++k) word |= codes[w * per_word + k] << (layout.bits * k);
-      store_u32(word, out.values.data() + 4 * (first_word + w));
-    }
+    // A group is whole bytes (groups of 32 or more values): cleared, then its codes put in.
+    uint8_t* values = out.values.data();
+    std::fill(values + g * group * layout.bits / 8, values + (g + 1) * group * layout.bits / 8, uint8_t(0));
+    for (size_t k = 0; k < group; ++k) put_affine_code(values, g * group + k, layout.bits, codes[k]);
   }
 }
 
@@ -186,8 +194,9 @@ std::string_view quant_format_name(QuantFormat format) {
 Status check_layout(const QuantLayout& layout) {
   const std::string name = name_of(layout);
   if (layout.format == QuantFormat::mlx_affine) {
-    if (layout.bits != 2 && layout.bits != 4 && layout.bits != 8)
-      return make_error(name + ": " + std::to_string(layout.bits) + " bits a value is not read (2, 4 or 8 are)");
+    if (layout.bits < 2 || layout.bits > 8 || layout.bits == 7)
+      return make_error(name + ": " + std::to_string(layout.bits) +
+                        " bits a value is not read (2, 3, 4, 5, 6 or 8 are)");
     if (layout.group != 32 && layout.group != 64 && layout.group != 128)
       return make_error(name + ": a group of " + std::to_string(layout.group) + " is not read (32, 64 or 128 are)");
     if (layout.scale_type != DType::bf16 && layout.scale_type != DType::f16 && layout.scale_type != DType::f32)

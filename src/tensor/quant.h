@@ -16,7 +16,7 @@
 
 namespace lockstep {
 
-// Refuses a layout the format does not define (affine bits 3, a group of 48, ...), naming it.
+// Refuses a layout the format does not define (affine bits 7, a group of 48, ...), naming it.
 [[nodiscard]] Status check_layout(const QuantLayout& layout);
 
 // Values that share one scale: the GGUF block (32 or 256), the affine group, the FP8 block (1 for

@@ -18,7 +18,7 @@ enum class QuantFormat : uint8_t {
   q4_k,        // GGUF: 256 values a block of 144 bytes: f16 d, dmin, scales[12], qs[128]
   q5_k,        // GGUF: 256 values a block of 176 bytes: f16 d, dmin, scales[12], qh[32], qs[128]
   q6_k,        // GGUF: 256 values a block of 210 bytes: ql[128], qh[64], int8 scales[16], f16 d
-  mlx_affine,  // uint32 words of `bits`-bit codes, a scale and a bias per group: scale * q + bias
+  mlx_affine,  // `bits`-bit codes (a little-endian stream of bits), a scale and a bias per group: scale * q + bias
   fp8_e4m3,    // one e4m3 byte a value, an f32 scale per block of the row or per tensor
 };
 
@@ -30,7 +30,7 @@ struct QuantLayout {
   // mlx_affine: values per scale and bias (32, 64 or 128). fp8_e4m3: values per scale (32, 64 or
   // 128), or 0 for one scale for the whole tensor.
   int group = 0;
-  int bits = 0;  // mlx_affine: 2, 4 or 8 bits a value
+  int bits = 0;  // mlx_affine: 2, 3, 4, 5, 6 or 8 bits a value
   // mlx_affine: the type of scales and biases (bf16 or f16; f32 also read). fp8_e4m3: f32 only.
   DType scale_type = DType::f32;
 

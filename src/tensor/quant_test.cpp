@@ -135,7 +135,8 @@ TEST(QuantFixtures, CoverEveryFormatAndEachQuantizer) {
     quantized.insert(name);
   }
   EXPECT_EQ(dequantized.size(), 7u);
-  EXPECT_EQ(quantized, (std::set<std::string>{"q8_0", "q4_0", "mlx_affine bits 2", "mlx_affine bits 4",
+  EXPECT_EQ(quantized, (std::set<std::string>{"q8_0", "q4_0", "mlx_affine bits 2", "mlx_affine bits 3",
+                                              "mlx_affine bits 4", "mlx_affine bits 5", "mlx_affine bits 6",
                                               "mlx_affine bits 8", "fp8_e4m3 group 0", "fp8_e4m3 group 32",
                                               "fp8_e4m3 group 64", "fp8_e4m3 group 128"}));
 }
@@ -235,8 +236,10 @@ TEST(QuantLayout, RefusesRowsThatAreNotWholeBlocks) {
 }
 
 TEST(QuantLayout, RefusesLayoutsTheFormatDoesNotDefine) {
-  Status three = check_layout({QuantFormat::mlx_affine, 64, 3, DType::bf16});
-  EXPECT_EQ(three.message(), "mlx_affine: 3 bits a value is not read (2, 4 or 8 are)");
+  Status seven = check_layout({QuantFormat::mlx_affine, 64, 7, DType::bf16});
+  EXPECT_EQ(seven.message(), "mlx_affine: 7 bits a value is not read (2, 3, 4, 5, 6 or 8 are)");
+  EXPECT_FALSE(check_layout({QuantFormat::mlx_affine, 64, 1, DType::bf16}).ok());
+  EXPECT_FALSE(check_layout({QuantFormat::mlx_affine, 64, 16, DType::bf16}).ok());
   EXPECT_FALSE(check_layout({QuantFormat::mlx_affine, 48, 4, DType::bf16}).ok());
   EXPECT_FALSE(check_layout({QuantFormat::mlx_affine, 64, 4, DType::i32}).ok());
   EXPECT_FALSE(check_layout({QuantFormat::fp8_e4m3, 16, 0, DType::f32}).ok());

@@ -165,7 +165,8 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
 
 void prepare_matmul_quant() {
   for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0, QuantKind::q4_k, QuantKind::q5_k, QuantKind::q6_k,
-                         QuantKind::affine2, QuantKind::affine4, QuantKind::affine8, QuantKind::fp8})
+                         QuantKind::affine2, QuantKind::affine3, QuantKind::affine4, QuantKind::affine5,
+                         QuantKind::affine6, QuantKind::affine8, QuantKind::fp8})
     with_quant_kind(kind, [](auto c) {
       for_each_row_tile([&](auto t) {
         constexpr QuantKind kKind = decltype(c)::value;

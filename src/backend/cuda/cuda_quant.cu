@@ -12,8 +12,15 @@ bool quant_kind_of(const QuantLayout& layout, QuantKind* kind) {
     case QuantFormat::q6_k: *kind = QuantKind::q6_k; return true;
     case QuantFormat::fp8_e4m3: *kind = QuantKind::fp8; return layout.group == 32 || layout.group == 64 || layout.group == 128;
     case QuantFormat::mlx_affine:
-      *kind = layout.bits == 2 ? QuantKind::affine2 : layout.bits == 4 ? QuantKind::affine4 : QuantKind::affine8;
-      return layout.bits == 2 || layout.bits == 4 || layout.bits == 8;
+      switch (layout.bits) {
+        case 2: *kind = QuantKind::affine2; return true;
+        case 3: *kind = QuantKind::affine3; return true;
+        case 4: *kind = QuantKind::affine4; return true;
+        case 5: *kind = QuantKind::affine5; return true;
+        case 6: *kind = QuantKind::affine6; return true;
+        case 8: *kind = QuantKind::affine8; return true;
+        default: return false;
+      }
   }
   return false;
 }

@@ -18,7 +18,7 @@
 namespace lockstep::cuda {
 
 // The decoders, one per format (and per bit width for MLX affine: the shifts are constants).
-enum class QuantKind { q8_0, q4_0, q4_k, q5_k, q6_k, affine2, affine4, affine8, fp8 };
+enum class QuantKind { q8_0, q4_0, q4_k, q5_k, q6_k, affine2, affine3, affine4, affine5, affine6, affine8, fp8 };
 
 // The kind that decodes `layout`; false for one the device does not read (FP8 with one scale
 // for the tensor, which stored tensors never use: quantized_weights.cpp repeats it per block).
@@ -35,9 +35,25 @@ void with_quant_kind(QuantKind kind, F&& f) {
     case K::q5_k: return f(std::integral_constant<K, K::q5_k>{});
     case K::q6_k: return f(std::integral_constant<K, K::q6_k>{});
     case K::affine2: return f(std::integral_constant<K, K::affine2>{});
+    case K::affine3: return f(std::integral_constant<K, K::affine3>{});
     case K::affine4: return f(std::integral_constant<K, K::affine4>{});
+    case K::affine5: return f(std::integral_constant<K, K::affine5>{});
+    case K::affine6: return f(std::integral_constant<K, K::affine6>{});
     case K::affine8: return f(std::integral_constant<K, K::affine8>{});
     case K::fp8: return f(std::integral_constant<K, K::fp8>{});
+  }
+}
+
+// An MLX affine kind's bits a code (0 for the other kinds).
+constexpr int affine_bits(QuantKind kind) {
+  switch (kind) {
+    case QuantKind::affine2: return 2;
+    case QuantKind::affine3: return 3;
+    case QuantKind::affine4: return 4;
+    case QuantKind::affine5: return 5;
+    case QuantKind::affine6: return 6;
+    case QuantKind::affine8: return 8;
+    default: return 0;
   }
 }
 
@@ -205,21 +221,31 @@ struct QuantWeights : QuantView {
 #pragma unroll
       for (int i = 0; i < 8; ++i) out[i] = __fmul_rn(e4m3_value(q[i]), scale);
     } else {
-      constexpr int kBits = kKind == QuantKind::affine2 ? 2 : kKind == QuantKind::affine4 ? 4 : 8;
-      constexpr int kPerWord = 32 / kBits;
+      constexpr int kBits = affine_bits(kKind);
       const uint32_t size = scale_type == DType::f32 ? 4 : 2, g = at >> group_shift;
       const float scale = scale_at(row + values_bytes + g * size);
       const float bias = scale_at(row + values_bytes + scales_bytes + g * size);
-      const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + at / kPerWord;
       float codes[8];
-      if constexpr (kBits == 4) {
-        small_ints_of_nibbles<0>(words[0], codes);
-      } else if constexpr (kBits == 8) {
+      if constexpr (kBits == 3 || kBits == 5 || kBits == 6) {
+        // A little-endian stream of bits: codes at .. at + 7 are the kBits bytes from byte
+        // at * kBits / 8 (mlx's packs of 3 or 5 bytes), code i from bit kBits * i.
+        const uint8_t* bytes = row + at / 8 * kBits;
+        uint64_t stream = 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) codes[i] = small_int_of_byte<0>(words[i / 4], i % 4);
+        for (int b = 0; b < kBits; ++b) stream |= uint64_t(bytes[b]) << (8 * b);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) codes[i] = small_int<0>(uint32_t(stream >> (kBits * i)) & ((1u << kBits) - 1));
       } else {
+        const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + at / (32 / kBits);
+        if constexpr (kBits == 4) {
+          small_ints_of_nibbles<0>(words[0], codes);
+        } else if constexpr (kBits == 8) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) codes[i] = small_int<0>((words[0] >> (2 * (int(at % 16) + i))) & 3u);
+          for (int i = 0; i < 8; ++i) codes[i] = small_int_of_byte<0>(words[i / 4], i % 4);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) codes[i] = small_int<0>((words[0] >> (2 * (int(at % 16) + i))) & 3u);
+        }
       }
       // scale * code + bias. With 16-bit scales (at most 11 significant bits) times a code of at
       // most 8 bits, the product is exact in f32 (short of overflow, past any scale a quantizer
