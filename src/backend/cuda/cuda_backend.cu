@@ -37,12 +37,6 @@ bool switched_off(const char* name) {
   return value && std::string(value) == "0";
 }
 
-// Whether the environment variable `name` is set to "1" (switches for experiments, off unless set).
-bool switched_on(const char* name) {
-  const char* value = std::getenv(name);
-  return value && std::string(value) == "1";
-}
-
 bool early_launches_on() {
   static const bool on = !switched_off("LOCKSTEP_CUDA_EARLY");
   return on;

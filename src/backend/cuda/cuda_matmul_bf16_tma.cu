@@ -57,54 +57,6 @@ __device__ inline uint64_t x_matrices(const __nv_bfloat16 (&x)[kRows][kBlockK], 
   return wgmma_matrices_swizzled_64(&x[0][16 * h], 8 * sizeof(x[0]));
 }
 
-// The tiles a block computes, in order: its group's row tiles for one column block (grouped
-// launches; a plain launch's block has one tile), or, in a persistent plain launch
-// (kPersistent), tiles blockIdx.x, blockIdx.x + gridDim.x, ... of all of them. kRowsFirst
-// (plain launches) counts row tiles first, so the blocks resident at once share a few column
-// tiles' weights and read all of x's rows, instead of all the weights and a few rows.
-template <bool kRowsFirst, bool kPersistent>
-struct Tiles {
-  const MatmulRows& rows;
-  const __nv_bfloat16* w;
-  int64_t m;
-  BlockRows mine{0, 0, nullptr};  // grouped or not persistent: the block's rows
-  int64_t col_blocks = 0, row_blocks = 0, count = 0;
-  unsigned col_block = 0;
-
-  __device__ Tiles(const MatmulRows& rows_, const __nv_bfloat16* w_, int64_t m_) : rows(rows_), w(w_), m(m_) {
-    col_blocks = (m + kCols - 1) / kCols;
-    if (spread()) {
-      row_blocks = (rows.n + kRows - 1) / kRows;
-      const int64_t all = col_blocks * row_blocks;
-      count = all > blockIdx.x ? (all - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-      return;
-    }
-    const bool swapped = kRowsFirst && !rows.segments;
-    col_block = swapped ? blockIdx.y : blockIdx.x;
-    mine = block_rows(rows, w, kRows, swapped ? blockIdx.x : blockIdx.y);
-    count = mine.first < mine.last ? (mine.last - mine.first + kRows - 1) / kRows : 0;
-  }
-  __device__ bool spread() const { return kPersistent && !rows.segments; }
-
-  struct Tile {
-    int64_t col0, first, last;  // the first weight column; list entries [first, last)
-    const __nv_bfloat16* w;
-  };
-  __device__ Tile at(int64_t i) const {
-    if (spread()) {
-      const int64_t t = blockIdx.x + i * gridDim.x;
-      const int64_t col = kRowsFirst ? t / row_blocks : t % col_blocks, row = kRowsFirst ? t % row_blocks : t / col_blocks;
-      return {col * kCols, row * kRows, min64(rows.n, (row + 1) * kRows), w};
-    }
-    const int64_t first = mine.first + i * kRows;
-    return {int64_t(col_block) * kCols, first, min64(mine.last, first + kRows), mine.w};
-  }
-};
-
-// kPersistent: the ring runs on across the block's tiles (the next tile's first blocks of k
-// are copied while the current one finishes and stores), and a plain launch takes one block an
-// SM. LOCKSTEP_CUDA_TMA_PERSISTENT=1, not yet measured.
-template <bool kRowsFirst, bool kPersistent>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_bf16_tma_kernel(const __grid_constant__ CUtensorMap hi_map, const __grid_constant__ CUtensorMap lo_map,
                            const __nv_bfloat16* __restrict__ w, float* __restrict__ out, int64_t k, int64_t m,
@@ -115,28 +67,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Runs runs = k_runs(k);  // k % 32 == 0 (packed weights)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  const Tiles<kRowsFirst, kPersistent> tiles(rows, w, m);
-  if (tiles.count == 0) return;  // the whole block leaves together
+  const BlockRows mine = block_rows(rows, w, kRows, blockIdx.y);
+  if (mine.first >= mine.last) return;  // the whole block leaves together
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) barrier_init(&sh.full[s], 1), barrier_init(&sh.empty[s], kThreads / 32);
     barrier_init_fence();
   }
   __syncthreads();
 
-  // This warp's 16 columns of a tile: whether they are in (m % 16 == 0: all or none) and their
-  // packed weights.
-  auto warp_piece = [&](const typename Tiles<kRowsFirst, kPersistent>::Tile& tile, bool& in) {
-    const int64_t warp_col = tile.col0 + warp * kTileCols;
-    in = warp_col < m;
-    return tile.w + (in ? (warp_col / kTileCols) * runs.blocks * int64_t(kPiece) : 0);
-  };
-  // Block b of k of a tile (fill j of the block) into stage j % kRing: the weights by every
-  // warp (a commit group each call, so the waits count fills), x by thread 0.
-  auto copy_weights = [&](const __nv_bfloat16* piece, bool in, int b, int64_t j) {
-    Stage& st = sh.stages[j % kRing];
-    const __nv_bfloat16* from = piece + int64_t(b) * kPiece;
-    copy16(&st.w[warp][lane * 8], from + lane * 8, in);
-    copy16(&st.w[warp][kPiece / 2 + lane * 8], from + kPiece / 2 + lane * 8, in);
+  const int64_t col0 = int64_t(blockIdx.x) * kCols, warp_col = col0 + warp * kTileCols;
+  const bool warp_in = warp_col < m;  // m % 16 == 0: a warp's columns are all in or all out
+  const __nv_bfloat16* w_piece = mine.w + (warp_in ? (warp_col / kTileCols) * runs.blocks * int64_t(kPiece) : 0);
+
+  // Block b of k (fill j of the block) into stage j % kRing: the weights by every warp, x by
+  // thread 0.
+  auto copy_weights = [&](int b, int64_t j) {
+    if (b < runs.blocks) {
+      Stage& st = sh.stages[j % kRing];
+      const __nv_bfloat16* from = w_piece + int64_t(b) * kPiece;
+      copy16(&st.w[warp][lane * 8], from + lane * 8, warp_in);
+      copy16(&st.w[warp][kPiece / 2 + lane * 8], from + kPiece / 2 + lane * 8, warp_in);
+    }
+    commit_copies();  // a group each call, so the waits count blocks
   };
   auto copy_x = [&](int b, int64_t j, int64_t tile_row) {
     const int s = int(j % kRing);
@@ -150,38 +102,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       tensor_copy(st.lo[half * kBoxRows], &lo_map, c0, c1, &sh.full[s]);
     }
   };
-  // The copies of block b of tile `current` (fill j = current * blocks + b of the block), where
-  // b may be past the tile's last: then, with kPersistent, block b - blocks of the next tile.
-  // A commit group every call, empty where there is no such block.
-  auto fill = [&](int64_t j, int64_t current, int b, const __nv_bfloat16* piece, bool in, int64_t tile_row) {
-    if (b >= runs.blocks) {
-      const int64_t next = current + b / runs.blocks;
-      if (!kPersistent || next >= tiles.count) {
-        commit_copies();
-        return;
-      }
-      const auto tile = tiles.at(next);
-      piece = warp_piece(tile, in);
-      tile_row = tile.first;
-      b %= runs.blocks;
-    }
-    if (threadIdx.x == 0) copy_x(b, j, tile_row);
-    __syncwarp();
-    copy_weights(piece, in, b, j);
-    commit_copies();
-  };
   auto release = [&](int64_t j) {
     if (lane == 0) barrier_arrive(&sh.empty[j % kRing]);
   };
 
-  for (int64_t i = 0; i < tiles.count; ++i) {
-    const auto tile = tiles.at(i);
-    const int64_t fills = i * runs.blocks;  // blocks of k of the earlier tiles
-    bool in = false;
-    const __nv_bfloat16* piece = warp_piece(tile, in);
-    if (!kPersistent || i == 0) {
-      for (int b = 0; b < kAhead; ++b) fill(fills + b, i, b, piece, in, tile.first);
+  int64_t fills = 0;  // blocks of k of the earlier tiles
+  for (int64_t tile_row = mine.first; tile_row < mine.last; tile_row += kRows, fills += runs.blocks) {
+    const int tile_rows = int(min64(kRows, mine.last - tile_row));
+    for (int b = 0; b < kAhead; ++b) {
+      if (threadIdx.x == 0 && b < runs.blocks) copy_x(b, fills + b, tile_row);
+      copy_weights(b, fills + b);
     }
+    __syncwarp();
 
     float acc[64], total[64];
     // Block b's four steps on acc, as in the wgmma kernel, committed as one group.
@@ -197,7 +129,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     auto block = [&](int b, uint4 (&f)[2], uint4 (&running)[2]) {
       const int64_t j = fills + b;
-      fill(j + kAhead, i, b + kAhead, piece, in, tile.first);
+      if (threadIdx.x == 0 && b + kAhead < runs.blocks) copy_x(b + kAhead, j + kAhead, tile_row);
+      __syncwarp();
+      copy_weights(b + kAhead, j + kAhead);
       wait_copies<kAhead>();  // this lane's weights of block b are in
       barrier_wait(&sh.full[j % kRing], uint32_t(j / kRing) & 1);
       steps(sh.stages[j % kRing], f);
@@ -207,10 +141,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     wgmma_runs(runs, acc, total, block);
     release(fills + runs.blocks - 1);
-    if (!kPersistent) wait_copies<0>();
-    store_wgmma_tile(rows, out, m, tile.col0 + warp * kTileCols, tile.first, int(tile.last - tile.first), total);
+    wait_copies<0>();
+    store_wgmma_tile(rows, out, m, warp_col, tile_row, tile_rows, total);
   }
-  if (kPersistent) wait_copies<0>();
 }
 
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -247,9 +180,8 @@ CUtensorMap x_map(const __nv_bfloat16* x, int64_t x_rows, int64_t kpad) {
 }  // namespace
 
 void prepare_matmul_bf16_tma() {
-  for (auto kernel : {matmul_bf16_tma_kernel<false, false>, matmul_bf16_tma_kernel<true, false>,
-                      matmul_bf16_tma_kernel<false, true>, matmul_bf16_tma_kernel<true, true>})
-    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared))));
+  LOCKSTEP_CUDA(cudaFuncSetAttribute(matmul_bf16_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sizeof(Shared))));
 }
 
 bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, const __nv_bfloat16* w, float* out,
@@ -258,22 +190,9 @@ bool launch_matmul_bf16_tma(const __nv_bfloat16* hi, const __nv_bfloat16* lo, co
   // Packed weights (k % 32 == 0, m % 16 == 0), x in list order, coordinates within int32.
   if (!on || !rows.packed || rows.in_rows || k >= (int64_t(1) << 31) || rows.x_rows >= (int64_t(1) << 31))
     return false;
-  static const bool rows_first = switched_on("LOCKSTEP_CUDA_TMA_ROWS_FIRST");
-  static const bool persistent = switched_on("LOCKSTEP_CUDA_TMA_PERSISTENT");
-  static const unsigned sms = [] {
-    int device = 0, count = 0;
-    LOCKSTEP_CUDA(cudaGetDevice(&device));
-    LOCKSTEP_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return unsigned(count);
-  }();
-  const unsigned col_blocks = blocks_for(m, kCols), row_blocks = blocks_for(rows.n, kRows);
-  dim3 grid(col_blocks, rows.segments ? unsigned(rows.groups) : row_blocks);
-  if (persistent && !rows.segments) grid = dim3(std::min(col_blocks * row_blocks, sms));
-  else if (rows_first && !rows.segments) grid = dim3(row_blocks, col_blocks);
-  auto kernel = rows_first ? (persistent ? matmul_bf16_tma_kernel<true, true> : matmul_bf16_tma_kernel<true, false>)
-                           : (persistent ? matmul_bf16_tma_kernel<false, true> : matmul_bf16_tma_kernel<false, false>);
-  launch(kernel, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k), x_map(lo, rows.x_rows, k), w,
-         out, k, m, rows);
+  const dim3 grid(blocks_for(m, kCols), rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, kRows));
+  launch(matmul_bf16_tma_kernel, grid, kThreads, sizeof(Shared), launches, x_map(hi, rows.x_rows, k),
+         x_map(lo, rows.x_rows, k), w, out, k, m, rows);
   return true;
 }
 
