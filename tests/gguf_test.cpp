@@ -133,25 +133,51 @@ TEST(Gguf, ANemotronHConfigComesFromTheMetadata) {
 
 class GgufOnBackend : public ::testing::TestWithParam<std::string> {};
 
-// The GGUF file `name` (opened as `file`) loads on `backend_name` to exactly the logits of the
+// The GGUF file at `path` (opened as `file`) loads on `backend_name` to exactly the logits of the
 // model its config makes from `values`, and as `architecture`.
-void expect_model_of(const GgufModel& file, const std::string& name, const MemoryWeights& values,
+void expect_model_of(const GgufModel& file, const std::string& path, const MemoryWeights& values,
                      const std::string& backend_name, const std::string& architecture) {
   auto config = file.config();
   ASSERT_TRUE(config.ok()) << config.error().message;
   std::unique_ptr<Backend> backend = make_test_backend(backend_name);
   ASSERT_NE(backend, nullptr);
-  auto from_gguf = load_model(gguf(name), *backend, ModelOptions{});
+  auto from_gguf = load_model(path, *backend, ModelOptions{});
   ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().message;
   auto plain = create_model(*config, values, *backend, ModelOptions{});
   ASSERT_TRUE(plain.ok()) << plain.error().message;
-  // The fixtures' files hold Q8_0 and Q4_0 matrices.
+  // The fixtures' files hold Q8_0 and Q4_0 matrices (IQ4_NL in place of Q4_0 in one test).
   const bool exact = backend->quant_matmul_is_f32_matmul(QuantLayout{QuantFormat::q8_0}) &&
-                     backend->quant_matmul_is_f32_matmul(QuantLayout{QuantFormat::q4_0});
+                     backend->quant_matmul_is_f32_matmul(QuantLayout{QuantFormat::q4_0}) &&
+                     backend->quant_matmul_is_f32_matmul(QuantLayout{QuantFormat::iq4_nl});
   const std::vector<float> got = prompt_logits(**from_gguf);
   expect_logits_of_values(exact, got, prompt_logits(**plain),
                           architecture == "NemotronHForCausalLM" ? std::vector<float>{} : prompt_logits(**from_gguf, 5));
   EXPECT_EQ((*from_gguf)->info().architecture, architecture);
+}
+
+// `file`'s tensors as f32 values (the quantized ones as the values their blocks hold); how many
+// were quantized.
+int values_of(const GgufModel& file, MemoryWeights& values) {
+  int quantized = 0;
+  for (const std::string& name : file.names()) {
+    const Shape shape = *file.shape(name);
+    auto stored = file.quantized(name, shape);
+    EXPECT_TRUE(stored.ok()) << stored.error().message;
+    if (!stored.ok()) return quantized;
+    std::vector<uint8_t> bytes(size_t(shape.numel()) * 4);
+    if (*stored) {
+      std::vector<float> dequantized = dequantized_values(**stored);
+      std::memcpy(bytes.data(), dequantized.data(), bytes.size());
+      ++quantized;
+    } else {
+      auto info = file.find(name);
+      EXPECT_TRUE(info.ok() && info->dtype == DType::f32) << name;
+      if (!info.ok() || info->dtype != DType::f32) return quantized;
+      std::memcpy(bytes.data(), info->data, bytes.size());
+    }
+    values.add(name, DType::f32, shape, std::move(bytes));
+  }
+  return quantized;
 }
 
 TEST_P(GgufOnBackend, AQuantizedNemotronMoeEqualsTheModelOfItsValues) {
@@ -160,28 +186,11 @@ TEST_P(GgufOnBackend, AQuantizedNemotronMoeEqualsTheModelOfItsValues) {
   auto file = GgufModel::open(gguf("nemotron_h_moe-q8_0.gguf"));
   ASSERT_TRUE(file.ok()) << file.error().message;
   MemoryWeights values;
-  int quantized = 0;
-  for (const std::string& name : (*file)->names()) {
-    const Shape shape = *(*file)->shape(name);
-    auto stored = (*file)->quantized(name, shape);
-    ASSERT_TRUE(stored.ok()) << stored.error().message;
-    std::vector<uint8_t> bytes(size_t(shape.numel()) * 4);
-    if (*stored) {
-      std::vector<float> dequantized = dequantized_values(**stored);
-      std::memcpy(bytes.data(), dequantized.data(), bytes.size());
-      ++quantized;
-    } else {
-      auto info = (*file)->find(name);
-      ASSERT_TRUE(info.ok()) << info.error().message;
-      ASSERT_EQ(info->dtype, DType::f32) << name;
-      std::memcpy(bytes.data(), info->data, bytes.size());
-    }
-    values.add(name, DType::f32, shape, std::move(bytes));
-  }
+  const int quantized = values_of(**file, values);
   // Per Mamba layer in_proj and out_proj, per attention layer q, k, v and o, per MoE layer the
   // two stacks and the shared expert's two; and the LM head.
   EXPECT_EQ(quantized, 2 * 2 + 1 * 4 + 3 * 4 + 1);
-  expect_model_of(**file, "nemotron_h_moe-q8_0.gguf", values, GetParam(), "NemotronHForCausalLM");
+  expect_model_of(**file, gguf("nemotron_h_moe-q8_0.gguf"), values, GetParam(), "NemotronHForCausalLM");
 }
 
 TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValues) {
@@ -205,7 +214,7 @@ TEST_P(GgufOnBackend, AQuantizedQwen3EqualsTheModelOfItsValues) {
     values.add(name, DType::f32, info.shape, std::move(bytes));
   }
   EXPECT_EQ(quantized, 3 * 7);  // q, k, v, o, gate, up and down in each of three layers
-  expect_model_of(**file, "qwen3-q8_0.gguf", values, GetParam(), "Qwen3ForCausalLM");
+  expect_model_of(**file, gguf("qwen3-q8_0.gguf"), values, GetParam(), "Qwen3ForCausalLM");
 }
 
 std::vector<std::string> gguf_backends() {
@@ -256,6 +265,38 @@ Expected<std::unique_ptr<Model>> load_file(const std::string& path) {
 void expect_error(const Expected<std::unique_ptr<Model>>& model, const std::string& part) {
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.error().message.find(part), std::string::npos) << model.error().message;
+}
+
+TEST_P(GgufOnBackend, IQ4NLBlocksLoadAsTheValuesTheyHold) {
+  // The Nemotron-H MoE fixture with each Q4_0 tensor's type made IQ4_NL (blocks of the same 18
+  // bytes: d, then 16 bytes of nibbles, which now index IQ4_NL's table), as llama.cpp writes it
+  // for rows that are not whole blocks of 256 in its 2- and 3-bit mixes.
+  auto dir = TempDir::create("lockstep-gguf");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = copy_of(*dir, "nemotron_h_moe-q8_0.gguf");
+  auto original = GgufFile::open(path);
+  ASSERT_TRUE(original.ok());
+  int retyped = 0;
+  rewrite(path, [&](std::string& bytes) {
+    for (const GgufTensor& tensor : (*original)->tensors()) {
+      if (tensor.type != uint32_t(GgmlType::q4_0)) continue;
+      // Its info: the name's u64 length and bytes, a u32 rank, a u64 a dim, then the u32 type.
+      const uint64_t length = tensor.name.size();
+      std::string key(reinterpret_cast<const char*>(&length), 8);
+      key += tensor.name;
+      const size_t at = bytes.find(key);
+      ASSERT_NE(at, std::string::npos) << tensor.name;
+      const uint32_t iq4_nl = uint32_t(GgmlType::iq4_nl);
+      std::memcpy(bytes.data() + at + key.size() + 4 + 8 * tensor.dims.size(), &iq4_nl, 4);
+      ++retyped;
+    }
+  });
+  EXPECT_GT(retyped, 4);
+  auto file = GgufModel::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  MemoryWeights values;
+  EXPECT_EQ(values_of(**file, values), 2 * 2 + 1 * 4 + 3 * 4 + 1);
+  expect_model_of(**file, path, values, GetParam(), "NemotronHForCausalLM");
 }
 
 TEST(GgufErrors, BrokenFilesNameTheFileAndTheFault) {

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "tensor/quant.h"
+#include "tensor/quant_gguf.h"
 #include "tensor/quant_tensor.h"
 #include "test_support.h"
 
@@ -31,21 +32,25 @@ std::vector<std::byte> random_weight(const QuantLayout& layout, int64_t rows, in
   std::vector<std::byte> out(size_t(rows) * row_bytes);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<float> values(static_cast<size_t>(k));
-  const bool k_quant = layout.format == QuantFormat::q4_k || layout.format == QuantFormat::q5_k ||
-                       layout.format == QuantFormat::q6_k;
+  const QuantFormat f = layout.format;
+  const bool k_quant = f == QuantFormat::q4_k || f == QuantFormat::q5_k || f == QuantFormat::q6_k;
+  const bool with_min = f == QuantFormat::q4_1 || f == QuantFormat::q5_1;  // f16 d, then f16 m
+  const bool random_blocks = k_quant || with_min || f == QuantFormat::q5_0 || f == QuantFormat::iq4_nl;
   for (int64_t r = 0; r < rows; ++r) {
     std::byte* row = out.data() + size_t(r) * row_bytes;
-    if (!k_quant) {
+    if (!random_blocks) {
       for (float& v : values) v = normal(rng);
       EXPECT_TRUE(quantize_stored_row(layout, values.data(), k, row).ok());
       continue;
     }
     for (size_t i = 0; i < row_bytes; ++i) row[i] = std::byte(rng() & 0xff);
-    const int block = layout.format == QuantFormat::q4_k ? 144 : layout.format == QuantFormat::q5_k ? 176 : 210;
+    const int block = gguf_block(f).bytes;
     for (size_t b = 0; b < row_bytes; b += size_t(block)) {
       const uint16_t small = uint16_t(0x2000 + (rng() & 0x3ff));  // about 0.008: finite f16
       if (layout.format == QuantFormat::q6_k) {
         std::memcpy(row + b + 208, &small, 2);
+      } else if (!k_quant && !with_min) {
+        std::memcpy(row + b, &small, 2);
       } else {
         std::memcpy(row + b, &small, 2);
         std::memcpy(row + b + 2, &small, 2);
@@ -116,6 +121,10 @@ std::vector<Format> formats() {
   return {
       {"q8_0", {QuantFormat::q8_0}},
       {"q4_0", {QuantFormat::q4_0}},
+      {"q4_1", {QuantFormat::q4_1}},
+      {"q5_0", {QuantFormat::q5_0}},
+      {"q5_1", {QuantFormat::q5_1}},
+      {"iq4_nl", {QuantFormat::iq4_nl}},
       {"q4_k", {QuantFormat::q4_k}},
       {"q5_k", {QuantFormat::q5_k}},
       {"q6_k", {QuantFormat::q6_k}},

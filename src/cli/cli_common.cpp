@@ -27,7 +27,8 @@ std::string embedded_model_dir() {
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) {
   auto* model = command.add_option("--model", flags.model_dir,
                                    "a Hugging Face model folder (config.json, *.safetensors: bf16, f16, f32, MLX "
-                                   "affine or FP8), or a GGUF file (any file of a split)");
+                                   "affine 2 to 8 bits or FP8), or a GGUF file (any file of a split; F32, F16, BF16, "
+                                   "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K)");
   if (model_required) model->required();
   command.add_option("--backend", flags.backend, "cpu or cuda (cuda: built with nvcc, on an NVIDIA GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

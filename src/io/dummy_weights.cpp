@@ -80,6 +80,21 @@ Expected<std::optional<QuantizedWeight>> DummyWeights::quantized(const std::stri
           put16(block + 2, f32_to_f16(half_width / 63.0f));
         }
         break;
+      case QuantFormat::q4_1:  // d * q + m, as q5_1 with 4-bit codes
+      case QuantFormat::q5_1:
+        for (int64_t b = 0; b < k / 32; ++b) {
+          const int bits = format == QuantFormat::q4_1 ? 4 : 5;
+          uint8_t* block = row + b * (format == QuantFormat::q4_1 ? 20 : 24);
+          put16(block, f32_to_f16(2.0f * half_width / float((1 << bits) - 1)));
+          put16(block + 2, f32_to_f16(-half_width));
+        }
+        break;
+      case QuantFormat::q5_0:  // d * (q - 16)
+        for (int64_t b = 0; b < k / 32; ++b) put16(row + b * 22, f32_to_f16(half_width / 16.0f));
+        break;
+      case QuantFormat::iq4_nl:  // d * table[q], |table[q]| up to 127
+        for (int64_t b = 0; b < k / 32; ++b) put16(row + b * 18, f32_to_f16(half_width / 127.0f));
+        break;
       case QuantFormat::q6_k:  // d * scale * (q - 32), scale an int8
         for (int64_t b = 0; b < k / 256; ++b) put16(row + b * 210 + 208, f32_to_f16(half_width / (128.0f * 32.0f)));
         break;

@@ -127,7 +127,11 @@ std::pair<int64_t, int64_t> type_block(uint32_t type) {
     case GgmlType::f32: return {1, 4};
     case GgmlType::f16:
     case GgmlType::bf16: return {1, 2};
-    case GgmlType::q4_0: return {32, 18};
+    case GgmlType::q4_0:
+    case GgmlType::iq4_nl: return {32, 18};
+    case GgmlType::q4_1: return {32, 20};
+    case GgmlType::q5_0: return {32, 22};
+    case GgmlType::q5_1: return {32, 24};
     case GgmlType::q8_0: return {32, 34};
     case GgmlType::q4_k: return {256, 144};
     case GgmlType::q5_k: return {256, 176};
@@ -150,6 +154,10 @@ std::string ggml_type_name(uint32_t type) {
 std::optional<QuantFormat> ggml_quant_format(uint32_t type) {
   switch (GgmlType(type)) {
     case GgmlType::q4_0: return QuantFormat::q4_0;
+    case GgmlType::q4_1: return QuantFormat::q4_1;
+    case GgmlType::q5_0: return QuantFormat::q5_0;
+    case GgmlType::q5_1: return QuantFormat::q5_1;
+    case GgmlType::iq4_nl: return QuantFormat::iq4_nl;
     case GgmlType::q8_0: return QuantFormat::q8_0;
     case GgmlType::q4_k: return QuantFormat::q4_k;
     case GgmlType::q5_k: return QuantFormat::q5_k;

@@ -18,7 +18,10 @@
 namespace lockstep {
 
 // ggml's tensor types that lockstep reads (others are refused by name when a model asks for them).
-enum class GgmlType : uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, q4_k = 12, q5_k = 13, q6_k = 14, bf16 = 30 };
+enum class GgmlType : uint32_t {
+  f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q4_k = 12, q5_k = 13, q6_k = 14, iq4_nl = 20,
+  bf16 = 30
+};
 
 struct GgufTensor {
   std::string name;

@@ -182,6 +182,10 @@ std::string_view quant_format_name(QuantFormat format) {
   switch (format) {
     case QuantFormat::q8_0: return "q8_0";
     case QuantFormat::q4_0: return "q4_0";
+    case QuantFormat::q4_1: return "q4_1";
+    case QuantFormat::q5_0: return "q5_0";
+    case QuantFormat::q5_1: return "q5_1";
+    case QuantFormat::iq4_nl: return "iq4_nl";
     case QuantFormat::q4_k: return "q4_k";
     case QuantFormat::q5_k: return "q5_k";
     case QuantFormat::q6_k: return "q6_k";

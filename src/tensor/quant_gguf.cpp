@@ -38,6 +38,40 @@ void dequantize_q4_0(const uint8_t* block, float* y) {
   }
 }
 
+// Q4_1: d, m, qs[16]; q as in Q4_0 without the 8; y = d * q + m.
+void dequantize_q4_1(const uint8_t* block, float* y) {
+  const float d = load_f16(block), m = load_f16(block + 2);
+  const uint8_t* qs = block + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(qs[j] & 0xF) + m;
+    y[j + 16] = d * float(qs[j] >> 4) + m;
+  }
+}
+
+// Q5_0 and Q5_1: the nibbles of Q4_0, with value j's fifth bit bit j of qh (little-endian).
+// Q5_0: d, qh[4], qs[16], y = d * (q - 16); Q5_1: d, m, qh[4], qs[16], y = d * q + m.
+void dequantize_q5(const uint8_t* block, bool with_min, float* y) {
+  const float d = load_f16(block), m = with_min ? load_f16(block + 2) : 0.0f;
+  const uint8_t* qh = block + (with_min ? 4 : 2);
+  const uint8_t* qs = qh + 4;
+  const uint32_t high = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
+  for (int j = 0; j < 32; ++j) {
+    const int low = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+    const int q = low | int((high >> j) & 1) << 4;
+    y[j] = with_min ? d * float(q) + m : d * float(q - 16);
+  }
+}
+
+// IQ4_NL: d, qs[16]; the nibbles index a table of 16 values, y = d * table[q].
+void dequantize_iq4_nl(const uint8_t* block, float* y) {
+  const float d = load_f16(block);
+  const uint8_t* qs = block + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(kIq4NlValues[qs[j] & 0xF]);
+    y[j + 16] = d * float(kIq4NlValues[qs[j] >> 4]);
+  }
+}
+
 // Q4_K and Q5_K pack 8 six-bit scales and mins in 12 bytes: sub-blocks 0-3 in the low six bits
 // of bytes 0-3 (scales) and 4-7 (mins); 4-7 in the nibbles of bytes 8-11 plus the top two bits
 // of bytes 0-3 (scales) and 4-7 (mins).
@@ -128,6 +162,10 @@ GgufBlock gguf_block(QuantFormat format) {
   switch (format) {
     case QuantFormat::q8_0: return {32, 34};
     case QuantFormat::q4_0: return {32, 18};
+    case QuantFormat::q4_1: return {32, 20};
+    case QuantFormat::q5_0: return {32, 22};
+    case QuantFormat::q5_1: return {32, 24};
+    case QuantFormat::iq4_nl: return {32, 18};
     case QuantFormat::q4_k: return {QK_K, 144};
     case QuantFormat::q5_k: return {QK_K, 176};
     case QuantFormat::q6_k: return {QK_K, 210};
@@ -143,6 +181,10 @@ void dequantize_gguf(QuantFormat format, size_t count, const uint8_t* blocks, fl
     switch (format) {
       case QuantFormat::q8_0: dequantize_q8_0(in, out); break;
       case QuantFormat::q4_0: dequantize_q4_0(in, out); break;
+      case QuantFormat::q4_1: dequantize_q4_1(in, out); break;
+      case QuantFormat::q5_0: dequantize_q5(in, false, out); break;
+      case QuantFormat::q5_1: dequantize_q5(in, true, out); break;
+      case QuantFormat::iq4_nl: dequantize_iq4_nl(in, out); break;
       case QuantFormat::q4_k: dequantize_q4_k(in, out); break;
       case QuantFormat::q5_k: dequantize_q5_k(in, out); break;
       case QuantFormat::q6_k: dequantize_q6_k(in, out); break;

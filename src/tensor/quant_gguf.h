@@ -12,7 +12,7 @@ namespace lockstep {
 
 struct GgufBlock {
   int values;  // 32 or 256
-  int bytes;   // 34, 18, 144, 176 or 210
+  int bytes;   // 18 to 34, or 144, 176 or 210
 };
 
 // The block of a GGUF format (q8_0 ... q6_k).

@@ -20,7 +20,17 @@ enum class QuantFormat : uint8_t {
   q6_k,        // GGUF: 256 values a block of 210 bytes: ql[128], qh[64], int8 scales[16], f16 d
   mlx_affine,  // `bits`-bit codes (a little-endian stream of bits), a scale and a bias per group: scale * q + bias
   fp8_e4m3,    // one e4m3 byte a value, an f32 scale per block of the row or per tensor
+  // GGUF's other blocks of 32 (llama.cpp writes Q5_0, Q5_1 and IQ4_NL in place of Q4_K, Q5_K
+  // and the 2- and 3-bit K-quants for rows that are not whole blocks of 256, as Nemotron 3
+  // Nano's 2688 and 1856 are):
+  q4_1,    // 20 bytes: f16 d, f16 m, qs[16]; d * q + m, q the nibbles as in q4_0
+  q5_0,    // 22 bytes: f16 d, qh[4], qs[16]; d * (q - 16), q's fifth bit j of little-endian qh
+  q5_1,    // 24 bytes: f16 d, f16 m, qh[4], qs[16]; d * q + m
+  iq4_nl,  // 18 bytes: f16 d, qs[16]; d * table[q], the table of 16 non-linear values
 };
+
+// IQ4_NL's 16 values, which its 4-bit codes index (the format's definition).
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 std::string_view quant_format_name(QuantFormat format);
 

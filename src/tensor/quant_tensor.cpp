@@ -19,10 +19,14 @@ std::optional<QuantLayout> quant_layout_named(std::string_view name) {
   if (name == "q4_0") return QuantLayout{QuantFormat::q4_0};
   if (name == "q4") return QuantLayout{QuantFormat::mlx_affine, 64, 4, DType::bf16};
   if (name == "fp8") return QuantLayout{QuantFormat::fp8_e4m3, 128, 0, DType::f32};
-  // GGUF's K-quants have no quantizer here (gguf-py defines none): dummy weights make them.
+  // GGUF's K-quants and the other blocks of 32 have no quantizer here: dummy weights make them.
   if (name == "q4_k") return QuantLayout{QuantFormat::q4_k};
   if (name == "q5_k") return QuantLayout{QuantFormat::q5_k};
   if (name == "q6_k") return QuantLayout{QuantFormat::q6_k};
+  if (name == "q4_1") return QuantLayout{QuantFormat::q4_1};
+  if (name == "q5_0") return QuantLayout{QuantFormat::q5_0};
+  if (name == "q5_1") return QuantLayout{QuantFormat::q5_1};
+  if (name == "iq4_nl") return QuantLayout{QuantFormat::iq4_nl};
   return std::nullopt;
 }
 

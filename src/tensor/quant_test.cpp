@@ -30,7 +30,8 @@ struct QuantCase {
 };
 
 QuantFormat parse_format(const std::string& name) {
-  for (QuantFormat format : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_k, QuantFormat::q5_k,
+  for (QuantFormat format : {QuantFormat::q8_0, QuantFormat::q4_0, QuantFormat::q4_1, QuantFormat::q5_0,
+                             QuantFormat::q5_1, QuantFormat::iq4_nl, QuantFormat::q4_k, QuantFormat::q5_k,
                              QuantFormat::q6_k, QuantFormat::mlx_affine, QuantFormat::fp8_e4m3}) {
     if (quant_format_name(format) == name) return format;
   }
@@ -134,7 +135,7 @@ TEST(QuantFixtures, CoverEveryFormatAndEachQuantizer) {
     if (c.layout.format == QuantFormat::fp8_e4m3) name += " group " + std::to_string(c.layout.group);
     quantized.insert(name);
   }
-  EXPECT_EQ(dequantized.size(), 7u);
+  EXPECT_EQ(dequantized.size(), 11u);
   EXPECT_EQ(quantized, (std::set<std::string>{"q8_0", "q4_0", "mlx_affine bits 2", "mlx_affine bits 3",
                                               "mlx_affine bits 4", "mlx_affine bits 5", "mlx_affine bits 6",
                                               "mlx_affine bits 8", "fp8_e4m3 group 0", "fp8_e4m3 group 32",

@@ -164,7 +164,8 @@ bool launch_matmul_quant_rows(const float* x, QuantKind kind, const QuantView& v
 }
 
 void prepare_matmul_quant() {
-  for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0, QuantKind::q4_k, QuantKind::q5_k, QuantKind::q6_k,
+  for (QuantKind kind : {QuantKind::q8_0, QuantKind::q4_0, QuantKind::q4_1, QuantKind::q5_0, QuantKind::q5_1,
+                         QuantKind::iq4_nl, QuantKind::q4_k, QuantKind::q5_k, QuantKind::q6_k,
                          QuantKind::affine2, QuantKind::affine3, QuantKind::affine4, QuantKind::affine5,
                          QuantKind::affine6, QuantKind::affine8, QuantKind::fp8})
     with_quant_kind(kind, [](auto c) {

@@ -7,6 +7,10 @@ bool quant_kind_of(const QuantLayout& layout, QuantKind* kind) {
   switch (layout.format) {
     case QuantFormat::q8_0: *kind = QuantKind::q8_0; return true;
     case QuantFormat::q4_0: *kind = QuantKind::q4_0; return true;
+    case QuantFormat::q4_1: *kind = QuantKind::q4_1; return true;
+    case QuantFormat::q5_0: *kind = QuantKind::q5_0; return true;
+    case QuantFormat::q5_1: *kind = QuantKind::q5_1; return true;
+    case QuantFormat::iq4_nl: *kind = QuantKind::iq4_nl; return true;
     case QuantFormat::q4_k: *kind = QuantKind::q4_k; return true;
     case QuantFormat::q5_k: *kind = QuantKind::q5_k; return true;
     case QuantFormat::q6_k: *kind = QuantKind::q6_k; return true;

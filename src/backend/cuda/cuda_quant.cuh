@@ -18,7 +18,9 @@
 namespace lockstep::cuda {
 
 // The decoders, one per format (and per bit width for MLX affine: the shifts are constants).
-enum class QuantKind { q8_0, q4_0, q4_k, q5_k, q6_k, affine2, affine3, affine4, affine5, affine6, affine8, fp8 };
+enum class QuantKind {
+  q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, affine2, affine3, affine4, affine5, affine6, affine8, fp8
+};
 
 // The kind that decodes `layout`; false for one the device does not read (FP8 with one scale
 // for the tensor, which stored tensors never use: quantized_weights.cpp repeats it per block).
@@ -31,6 +33,10 @@ void with_quant_kind(QuantKind kind, F&& f) {
   switch (kind) {
     case K::q8_0: return f(std::integral_constant<K, K::q8_0>{});
     case K::q4_0: return f(std::integral_constant<K, K::q4_0>{});
+    case K::q4_1: return f(std::integral_constant<K, K::q4_1>{});
+    case K::q5_0: return f(std::integral_constant<K, K::q5_0>{});
+    case K::q5_1: return f(std::integral_constant<K, K::q5_1>{});
+    case K::iq4_nl: return f(std::integral_constant<K, K::iq4_nl>{});
     case K::q4_k: return f(std::integral_constant<K, K::q4_k>{});
     case K::q5_k: return f(std::integral_constant<K, K::q5_k>{});
     case K::q6_k: return f(std::integral_constant<K, K::q6_k>{});
@@ -56,6 +62,12 @@ constexpr int affine_bits(QuantKind kind) {
     default: return 0;
   }
 }
+
+// IQ4_NL's table (tensor/quant_layout.h) where device code can index it.
+static __device__ const int8_t kIq4NlDevice[16] = {
+    kIq4NlValues[0], kIq4NlValues[1], kIq4NlValues[2],  kIq4NlValues[3],  kIq4NlValues[4],  kIq4NlValues[5],
+    kIq4NlValues[6], kIq4NlValues[7], kIq4NlValues[8],  kIq4NlValues[9],  kIq4NlValues[10], kIq4NlValues[11],
+    kIq4NlValues[12], kIq4NlValues[13], kIq4NlValues[14], kIq4NlValues[15]};
 
 __device__ inline uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 __device__ inline float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half(load_u16(p))); }
@@ -185,6 +197,27 @@ struct QuantWeights : QuantView {
         const uint32_t codes = (words[w] >> shift) & 0x0F0F0F0Fu;  // the block's values o .. o + 7
 #pragma unroll
         for (int j = 0; j < 4; ++j) out[4 * w + j] = __fmul_rn(d, small_int_of_byte<8>(codes, j));
+      }
+    } else if constexpr (kKind == QuantKind::q4_1 || kKind == QuantKind::q5_0 || kKind == QuantKind::q5_1 ||
+                         kKind == QuantKind::iq4_nl) {
+      // Q4_0's nibbles (values 0-15 low, 16-31 high), after d (and m), after qh for Q5_0 and
+      // Q5_1, whose bit j is value j's fifth.
+      constexpr bool kMin = kKind == QuantKind::q4_1 || kKind == QuantKind::q5_1;
+      constexpr bool kFive = kKind == QuantKind::q5_0 || kKind == QuantKind::q5_1;
+      constexpr int kBytes = 18 + (kMin ? 2 : 0) + (kFive ? 4 : 0);
+      const uint8_t* block = row + size_t(at / 32) * kBytes;
+      const float d = f16_at(block), m = kMin ? f16_at(block + 2) : 0.0f;
+      const uint8_t* qh = block + (kMin ? 4 : 2);
+      const int o = int(at % 32), shift = o >= 16 ? 4 : 0;
+      const uint32_t high = kFive ? uint32_t(load_u16(qh)) | uint32_t(load_u16(qh + 2)) << 16 : 0u;
+      uint8_t q[8];
+      load_bytes8(qh + (kFive ? 4 : 0) + o % 16, q);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t code = ((q[i] >> shift) & 0xFu) | (kFive ? ((high >> (o + i)) & 1u) << 4 : 0u);
+        if constexpr (kKind == QuantKind::iq4_nl) out[i] = __fmul_rn(d, float(kIq4NlDevice[code]));
+        else if constexpr (kKind == QuantKind::q5_0) out[i] = __fmul_rn(d, small_int<16>(code));
+        else out[i] = __fadd_rn(__fmul_rn(d, small_int<0>(code)), m);
       }
     } else if constexpr (kKind == QuantKind::q4_k || kKind == QuantKind::q5_k) {
       constexpr bool kFive = kKind == QuantKind::q5_k;
