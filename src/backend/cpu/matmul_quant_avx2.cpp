@@ -63,6 +63,48 @@ struct Q4_0 {
   }
 };
 
+// GGUF's other blocks of 32: Q4_1 (d, m, nibbles: d * q + m), Q5_0 (d, qh, nibbles: d * (q -
+// 16), q's fifth bit bit j of qh), Q5_1 (d, m, qh, nibbles: d * q + m) and IQ4_NL (d, nibbles:
+// d * table[q]): a product, then the min added, as the reference rounds them.
+template <QuantFormat kFormat>
+struct Block32 {
+  static constexpr bool kMin = kFormat == QuantFormat::q4_1 || kFormat == QuantFormat::q5_1;
+  static constexpr bool kFive = kFormat == QuantFormat::q5_0 || kFormat == QuantFormat::q5_1;
+  static constexpr int kBytes = 18 + (kMin ? 2 : 0) + (kFive ? 4 : 0);
+  // 16 bits of qh as 16 bytes, each 16 where its bit is set.
+  static __m128i fifth_bits(uint32_t bits16) {
+    const __m128i spread = _mm_shuffle_epi8(_mm_set1_epi16(int16_t(bits16)),
+                                            _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m128i each = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(spread, each), each), _mm_set1_epi8(16));
+  }
+  void operator()(const std::byte* row, int64_t j, __m256 w[4]) const {
+    const std::byte* block = row + j * kBytes;
+    const __m256 d = _mm256_set1_ps(half(load_u16(block)));
+    const std::byte* qh = block + (kMin ? 4 : 2);
+    const __m128i bytes = load16(qh + (kFive ? 4 : 0));
+    __m128i first = nibbles(bytes, 0), last = nibbles(bytes, 4);
+    bool is_signed = false;
+    if constexpr (kFormat == QuantFormat::iq4_nl) {
+      const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+      first = _mm_shuffle_epi8(table, first), last = _mm_shuffle_epi8(table, last), is_signed = true;
+    } else if constexpr (kFive) {
+      uint32_t bits;
+      std::memcpy(&bits, qh, 4);
+      first = _mm_or_si128(first, fifth_bits(bits & 0xFFFF)), last = _mm_or_si128(last, fifth_bits(bits >> 16));
+      if constexpr (!kMin) {
+        const __m128i sixteen = _mm_set1_epi8(16);
+        first = _mm_sub_epi8(first, sixteen), last = _mm_sub_epi8(last, sixteen), is_signed = true;
+      }
+    }
+    times(first, last, is_signed, d, w);  // float(q) * d
+    if constexpr (kMin) {
+      const __m256 m = _mm256_set1_ps(half(load_u16(block + 2)));
+      for (int q = 0; q < 4; ++q) w[q] = _mm256_add_ps(w[q], m);
+    }
+  }
+};
+
 // MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings.
 struct Affine {
   AffineLayout layout;
@@ -199,6 +241,8 @@ void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int6
 struct Avx2 {
   using Q8_0 = decoders::Q8_0;
   using Q4_0 = decoders::Q4_0;
+  template <QuantFormat kFormat>
+  using Block32 = decoders::Block32<kFormat>;
   using Q4K = decoders::Q45K<false>;
   using Q5K = decoders::Q45K<true>;
   using Q6K = decoders::Q6K;

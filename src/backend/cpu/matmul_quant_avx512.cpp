@@ -67,6 +67,49 @@ struct Q4_0 {
   }
 };
 
+// GGUF's other blocks of 32: Q4_1 (d, m, nibbles: d * q + m), Q5_0 (d, qh, nibbles: d * (q -
+// 16), q's fifth bit bit j of qh), Q5_1 (d, m, qh, nibbles: d * q + m) and IQ4_NL (d, nibbles:
+// d * table[q]), each value looked up in a table of the block's 16 or 32 values computed with
+// the reference's operations (a product, then the min added).
+template <QuantFormat kFormat>
+struct Block32 {
+  static constexpr bool kMin = kFormat == QuantFormat::q4_1 || kFormat == QuantFormat::q5_1;
+  static constexpr bool kFive = kFormat == QuantFormat::q5_0 || kFormat == QuantFormat::q5_1;
+  static constexpr int kBytes = 18 + (kMin ? 2 : 0) + (kFive ? 4 : 0);
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
+    const std::byte* block = row + j * kBytes;
+    const __m512 d = _mm512_set1_ps(half(load_u16(block)));
+    const __m512 m = _mm512_set1_ps(kMin ? half(load_u16(block + 2)) : 0.0f);
+    const std::byte* qh = block + (kMin ? 4 : 2);
+    const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + (kFive ? 4 : 0))));
+    if constexpr (kFormat == QuantFormat::iq4_nl) {
+      const __m512 values = _mm512_setr_ps(kIq4NlValues[0], kIq4NlValues[1], kIq4NlValues[2], kIq4NlValues[3],
+                                           kIq4NlValues[4], kIq4NlValues[5], kIq4NlValues[6], kIq4NlValues[7],
+                                           kIq4NlValues[8], kIq4NlValues[9], kIq4NlValues[10], kIq4NlValues[11],
+                                           kIq4NlValues[12], kIq4NlValues[13], kIq4NlValues[14], kIq4NlValues[15]);
+      const __m512 table = _mm512_mul_ps(d, values);  // d * table[q]
+      w0 = _mm512_permutexvar_ps(wide, table);
+      w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(wide, 4), table);
+    } else if constexpr (!kFive) {  // q4_1
+      const __m512 table = _mm512_add_ps(_mm512_mul_ps(d, codes_0_15()), m);
+      w0 = _mm512_permutexvar_ps(wide, table);
+      w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(wide, 4), table);
+    } else {
+      const __m512 offset = _mm512_set1_ps(kMin ? 0.0f : 16.0f);
+      __m512 low = _mm512_mul_ps(d, _mm512_sub_ps(codes_0_15(), offset));
+      __m512 high = _mm512_mul_ps(d, _mm512_sub_ps(codes_16_31(), offset));
+      if constexpr (kMin) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
+      uint32_t bits;
+      std::memcpy(&bits, qh, 4);
+      const __m512i sixteen = _mm512_set1_epi32(16), nibble = _mm512_set1_epi32(0xF);
+      const __m512i i0 = _mm512_mask_or_epi32(_mm512_and_si512(wide, nibble), __mmask16(bits), _mm512_and_si512(wide, nibble), sixteen);
+      const __m512i i1 = _mm512_mask_or_epi32(_mm512_srli_epi32(wide, 4), __mmask16(bits >> 16), _mm512_srli_epi32(wide, 4), sixteen);
+      w0 = _mm512_permutex2var_ps(low, i0, high);
+      w1 = _mm512_permutex2var_ps(low, i1, high);
+    }
+  }
+};
+
 // MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings. A group's scale and bias are
 // read once, at its first pair (the state), and at 4 bits its table of 16 values made there.
 struct Affine {
@@ -297,6 +340,8 @@ void row_tiles(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int6
 struct Avx512 {
   using Q8_0 = decoders::Q8_0;
   using Q4_0 = decoders::Q4_0;
+  template <QuantFormat kFormat>
+  using Block32 = decoders::Block32<kFormat>;
   using Q4K = decoders::Q45K<false>;
   using Q5K = decoders::Q45K<true>;
   using Q6K = decoders::Q6K;

@@ -140,7 +140,7 @@ class NextTilePrefetch {
 template <class Decode>
 constexpr bool spaced_one_row_tiles = !requires { Decode::kScalesAfterCodes; };
 
-// Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0,
+// Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0, Block32<F>,
 // Q4K, Q5K, Q6K, Affine{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
 // layout it has none for or a k that is not whole pairs.
 template <class Isa, class Use>
@@ -149,6 +149,10 @@ bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
   switch (layout.format) {
     case QuantFormat::q8_0: use(typename Isa::Q8_0{}); return true;
     case QuantFormat::q4_0: use(typename Isa::Q4_0{}); return true;
+    case QuantFormat::q4_1: use(typename Isa::template Block32<QuantFormat::q4_1>{}); return true;
+    case QuantFormat::q5_0: use(typename Isa::template Block32<QuantFormat::q5_0>{}); return true;
+    case QuantFormat::q5_1: use(typename Isa::template Block32<QuantFormat::q5_1>{}); return true;
+    case QuantFormat::iq4_nl: use(typename Isa::template Block32<QuantFormat::iq4_nl>{}); return true;
     case QuantFormat::q4_k: use(typename Isa::Q4K{}); return true;
     case QuantFormat::q5_k: use(typename Isa::Q5K{}); return true;
     case QuantFormat::q6_k: use(typename Isa::Q6K{}); return true;
