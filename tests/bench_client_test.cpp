@@ -2,6 +2,7 @@
 // fixture, 4 parallel streams), the real binary as a child process talking to it over HTTP.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -176,8 +177,16 @@ TEST(BenchClient, WarmupRunsEachCellFirstAndCountsNone) {
   json report = json::parse(read_file(json_path));
   EXPECT_EQ(report["warmup"], 2);
   for (const json& cell : report["cells"]) EXPECT_EQ(cell["reps"].size(), 1u);
-  const std::string metrics = http_request(server.port(), "GET", "/metrics").body;
-  EXPECT_NE(metrics.find("lockstep_requests_total{outcome=\"ok\"} 10\n"), std::string::npos) << metrics;
+  // The server counts a request once its reply is written, which can be just after the client
+  // has read it: read the counter until it is there (or 5 s have passed).
+  const std::string counted = "lockstep_requests_total{outcome=\"ok\"} 10\n";
+  std::string metrics;
+  for (int tries = 0; tries < 100; ++tries) {
+    metrics = http_request(server.port(), "GET", "/metrics").body;
+    if (metrics.find(counted) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(metrics.find(counted), std::string::npos) << metrics;
 }
 
 TEST(BenchClient, LongPromptReportsTheDecodingStreamsGapAndTimeToFirstToken) {
