@@ -102,8 +102,9 @@ struct Block32 {
       uint32_t bits;
       std::memcpy(&bits, qh, 4);
       const __m512i sixteen = _mm512_set1_epi32(16), nibble = _mm512_set1_epi32(0xF);
-      const __m512i i0 = _mm512_mask_or_epi32(_mm512_and_si512(wide, nibble), __mmask16(bits), _mm512_and_si512(wide, nibble), sixteen);
-      const __m512i i1 = _mm512_mask_or_epi32(_mm512_srli_epi32(wide, 4), __mmask16(bits >> 16), _mm512_srli_epi32(wide, 4), sixteen);
+      const __m512i low_codes = _mm512_and_si512(wide, nibble), high_codes = _mm512_srli_epi32(wide, 4);
+      const __m512i i0 = _mm512_mask_or_epi32(low_codes, __mmask16(bits), low_codes, sixteen);
+      const __m512i i1 = _mm512_mask_or_epi32(high_codes, __mmask16(bits >> 16), high_codes, sixteen);
       w0 = _mm512_permutex2var_ps(low, i0, high);
       w1 = _mm512_permutex2var_ps(low, i1, high);
     }
