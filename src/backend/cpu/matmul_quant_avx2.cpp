@@ -105,13 +105,15 @@ struct Block32 {
   }
 };
 
-// MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings.
+// MLX affine, 4 or 8 bits (kBits), scales and biases of kScale: float(q) * scale + bias, two
+// roundings.
+template <int kBits, DType kScale>
 struct Affine {
   AffineLayout layout;
   static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
   void operator()(const std::byte* row, int64_t j, __m256 w[4]) const {
     __m128i first, last;
-    if (layout.bits == 4) {
+    if constexpr (kBits == 4) {
       // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
       const __m128i packed = load16(row + 16 * j);
       const __m128i low = nibbles(packed, 0), high = nibbles(packed, 4);
@@ -121,9 +123,10 @@ struct Affine {
       first = load16(row + 32 * j);
       last = load16(row + 32 * j + 16);
     }
-    const size_t g = size_t(j >> layout.pairs_shift), size = dtype_size(layout.scale_type);
-    const __m256 scale = _mm256_set1_ps(load_scale(layout.scale_type, row + layout.scales_at + g * size));
-    const __m256 bias = _mm256_set1_ps(load_scale(layout.scale_type, row + layout.biases_at + g * size));
+    constexpr size_t size = dtype_size(kScale);
+    const size_t g = size_t(j >> layout.pairs_shift);
+    const __m256 scale = _mm256_set1_ps(load_scale(kScale, row + layout.scales_at + g * size));
+    const __m256 bias = _mm256_set1_ps(load_scale(kScale, row + layout.biases_at + g * size));
     times(first, last, false, scale, w);
     for (int q = 0; q < 4; ++q) w[q] = _mm256_add_ps(w[q], bias);
   }
@@ -246,7 +249,8 @@ struct Avx2 {
   using Q4K = decoders::Q45K<false>;
   using Q5K = decoders::Q45K<true>;
   using Q6K = decoders::Q6K;
-  using Affine = decoders::Affine;
+  template <int kBits, DType kScale>
+  using Affine = decoders::Affine<kBits, kScale>;
   using Fp8 = decoders::Fp8;
   // One row: tiles of 8 columns, so 8 sums are under way (measured on a first-generation Zen
   // core, one thread, a [4096, 4096] weight: 10% faster than 4 in q8_0, 13% in Q4_K); two: 2 by

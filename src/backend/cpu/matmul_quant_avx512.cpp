@@ -111,8 +111,12 @@ struct Block32 {
   }
 };
 
-// MLX affine, 4 or 8 bits: float(q) * scale + bias, two roundings. A group's scale and bias are
-// read once, at its first pair (the state), and at 4 bits its table of 16 values made there.
+// MLX affine, 4 or 8 bits (kBits), scales and biases of kScale: float(q) * scale + bias, two
+// roundings. A group's scale and bias are read once, at its first pair (the state), and at 4 bits
+// its table of 16 values made there. The width and the scales' type are the decoder's type, not
+// fields: read from the layout a pair, they left branches in the loop that took a third of the
+// one-row time.
+template <int kBits, DType kScale>
 struct Affine {
   AffineLayout layout;
   static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
@@ -121,12 +125,13 @@ struct Affine {
   };
   void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1, State& state) const {
     if ((j & ((int64_t(1) << layout.pairs_shift) - 1)) == 0) {
-      const size_t g = size_t(j >> layout.pairs_shift), size = dtype_size(layout.scale_type);
-      state.scale = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.scales_at + g * size));
-      state.bias = _mm512_set1_ps(load_scale(layout.scale_type, row + layout.biases_at + g * size));
-      state.table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), state.scale), state.bias);
+      constexpr size_t size = dtype_size(kScale);
+      const size_t g = size_t(j >> layout.pairs_shift);
+      state.scale = _mm512_set1_ps(load_scale(kScale, row + layout.scales_at + g * size));
+      state.bias = _mm512_set1_ps(load_scale(kScale, row + layout.biases_at + g * size));
+      if constexpr (kBits == 4) state.table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), state.scale), state.bias);
     }
-    if (layout.bits == 4) {
+    if constexpr (kBits == 4) {
       // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
       // The look-up reads an index's low 4 bits only, so nothing is masked: the low nibbles are
       // the bytes as they are, the high ones the bytes shifted right by 4.
@@ -134,29 +139,35 @@ struct Affine {
       const __m128i high = _mm_srli_epi16(packed, 4);
       w0 = look_up(_mm_unpacklo_epi8(packed, high), state.table);
       w1 = look_up(_mm_unpackhi_epi8(packed, high), state.table);
-      return;
+    } else {
+      const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
+      const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
+      w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), state.scale), state.bias);
+      w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), state.scale), state.bias);
     }
-    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j));
-    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 32 * j + 16));
-    w0 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b0)), state.scale), state.bias);
-    w1 = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b1)), state.scale), state.bias);
   }
 };
 
-// Q4_K and Q5_K (k_sub_block): a sub-block's 4 (or 5) bit codes, scale * float(q) - min (two
-// roundings) looked up in the sub-block's table.
+// Q4_K and Q5_K: a sub-block's 4 (or 5) bit codes, scale * float(q) - min (two roundings)
+// looked up in the sub-block's table. A block's 8 scales and mins are made once, at its first
+// pair (the state, k_block_scales), not a sub-block at a time: unpacking each sub-block's 6-bit
+// codes alone, a dozen scalar operations and a branch, was most of a pair's work.
 template <bool kFive>
 struct Q45K {
-  // A sub-block's 16 values of codes 0 to 15 (or `codes` 16 to 31): scale * float(q) - min.
-  static __m512 table(float scale, float min, __m512 codes = codes_0_15()) {
-    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(scale), codes), _mm512_set1_ps(min));
+  static constexpr int64_t kBlockBytes = kFive ? 176 : 144;
+  struct State {
+    KBlockScales block;
+  };
+  // Sub-block `sub`'s 16 values of codes 0 to 15 (or `codes` 16 to 31): scale * float(q) - min.
+  static __m512 table(const KBlockScales& s, int sub, __m512 codes = codes_0_15()) {
+    return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(s.scale[sub]), codes), _mm512_set1_ps(s.min[sub]));
   }
-  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
-    const KSubBlock b = k_sub_block<kFive>(row, j);
-    const std::byte* block = b.block;
-    const int sub = b.sub;
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1, State& state) const {
+    const std::byte* block = row + (j / 8) * kBlockBytes;
+    const int sub = int(j % 8);
+    if (sub == 0) k_block_scales(block, state.block);
     const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
-    const __m512 low = table(b.scale, b.min);
+    const __m512 low = table(state.block, sub);
     if constexpr (!kFive) {
       // The look-up reads an index's low 4 bits only: the high nibbles are shifted down, no mask.
       __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
@@ -177,21 +188,19 @@ struct Q45K {
     const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
     q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
     q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
-    const __m512 high = table(b.scale, b.min, codes_16_31());
+    const __m512 high = table(state.block, sub, codes_16_31());
     w0 = look_up(q0, low, high);
     w1 = look_up(q1, low, high);
   }
   // Q4_K, pairs j and j + 1 (j even): sub-blocks 2s and 2s + 1, whose codes are the low and the
   // high nibbles of the same 32 bytes, widened once for both (one-row tiles).
-  void two(const std::byte* row, int64_t j, __m512 (&w)[4]) const
+  void two(const std::byte* row, int64_t j, __m512 (&w)[4], State& state) const
     requires(!kFive)
   {
-    const std::byte* block = row + (j / 8) * 144;
+    const std::byte* block = row + (j / 8) * kBlockBytes;
     const int sub = int(j % 8);
-    float scale0, min0, scale1, min1;
-    k_scale_min(block, sub, scale0, min0);
-    k_scale_min(block, sub + 1, scale1, min1);
-    const __m512 table0 = table(scale0, min0), table1 = table(scale1, min1);
+    if (sub == 0) k_block_scales(block, state.block);
+    const __m512 table0 = table(state.block, sub), table1 = table(state.block, sub + 1);
     const std::byte* qs = block + 16 + 32 * (sub / 2);
     const __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
     const __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
@@ -292,14 +301,15 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
   const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
-  if constexpr (R == 1 && requires(__m512 (&w)[4]) { decode.two(rows[0], int64_t(0), w); }) {
+  StateOf<Decode> state[C];
+  if constexpr (R == 1 && requires(__m512 (&w)[4]) { decode.two(rows[0], int64_t(0), w, state[0]); }) {
     // Two pairs a step where the decoder shares work between them (Q4_K's sub-block pairs):
     // the same sums in the same order, 16 values at a time.
     for (int64_t j = 0; j < steps; j += 2) {
       prefetch.step(j), prefetch.step(j + 1);
       __m512 w[C][4];
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) decode.two(rows[c], j, w[c]);
+      for (int c = 0; c < C; ++c) decode.two(rows[c], j, w[c], state[c]);
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
         const __m512 xv = _mm512_loadu_ps(x + 32 * j + 16 * v);
@@ -310,7 +320,6 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
     for (int c = 0; c < C; ++c) a.out[r0 * a.m + c0 + c * spacing] = _mm512_reduce_add_ps(acc[0][c]);
     return;
   }
-  StateOf<Decode> state[C];
   for (int64_t j = 0; j < steps; ++j) {
     prefetch.step(j);
     __m512 w0[C], w1[C];
@@ -346,7 +355,8 @@ struct Avx512 {
   using Q4K = decoders::Q45K<false>;
   using Q5K = decoders::Q45K<true>;
   using Q6K = decoders::Q6K;
-  using Affine = decoders::Affine;
+  template <int kBits, DType kScale>
+  using Affine = decoders::Affine<kBits, kScale>;
   using Fp8 = decoders::Fp8;
   template <class Decode>
   static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {

@@ -60,6 +60,28 @@ inline void k_scale_min(const std::byte* block, int sub, float& scale, float& mi
   scale = half(load_u16(block)) * float(sc), min = half(load_u16(block + 2)) * float(m);
 }
 
+// A Q4_K or Q5_K block's 8 sub-block scales and mins, each exactly k_scale_min's float, made at
+// once: the 6-bit codes unpacked from the 12 bytes as words (bytes 0 to 3 are sub-blocks 0 to 3;
+// 4 to 7 take 4 bits from the last word and their top 2 from the high bits of the first two),
+// then 8 conversions and products in one vector each.
+struct KBlockScales {
+  alignas(32) float scale[8];
+  alignas(32) float min[8];
+};
+
+inline void k_block_scales(const std::byte* block, KBlockScales& out) {
+  uint32_t a, b, c;
+  std::memcpy(&a, block + 4, 4);
+  std::memcpy(&b, block + 8, 4);
+  std::memcpy(&c, block + 12, 4);
+  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  const uint64_t sc = uint64_t(a & low6) | uint64_t((c & low4) | ((a >> 6) & low2) << 4) << 32;
+  const uint64_t m = uint64_t(b & low6) | uint64_t(((c >> 4) & low4) | ((b >> 6) & low2) << 4) << 32;
+  auto floats = [](uint64_t bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(bytes)))); };
+  _mm256_store_ps(out.scale, _mm256_mul_ps(_mm256_set1_ps(half(load_u16(block))), floats(sc)));
+  _mm256_store_ps(out.min, _mm256_mul_ps(_mm256_set1_ps(half(load_u16(block + 2))), floats(m)));
+}
+
 template <bool kFive>
 inline KSubBlock k_sub_block(const std::byte* row, int64_t j) {
   const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
@@ -141,7 +163,7 @@ template <class Decode>
 constexpr bool spaced_one_row_tiles = !requires { Decode::kScalesAfterCodes; };
 
 // Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0, Block32<F>,
-// Q4K, Q5K, Q6K, Affine{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
+// Q4K, Q5K, Q6K, Affine<bits, scale type>{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
 // layout it has none for or a k that is not whole pairs.
 template <class Isa, class Use>
 bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
@@ -161,8 +183,17 @@ bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
       if ((layout.bits != 4 && layout.bits != 8) || shift < 0) return false;
       const size_t scales_at = size_t(k) * size_t(layout.bits) / 8;
       const size_t biases_at = scales_at + size_t(k / layout.group) * dtype_size(layout.scale_type);
-      use(typename Isa::Affine{AffineLayout{layout.bits, shift, layout.scale_type, scales_at, biases_at}});
-      return true;
+      const AffineLayout affine{layout.bits, shift, layout.scale_type, scales_at, biases_at};
+      // The width and the scales' type are the decoder's type (no branch on them a pair).
+      auto with_width = [&]<int kBits>() {
+        switch (layout.scale_type) {
+          case DType::bf16: use(typename Isa::template Affine<kBits, DType::bf16>{affine}); return true;
+          case DType::f16: use(typename Isa::template Affine<kBits, DType::f16>{affine}); return true;
+          case DType::f32: use(typename Isa::template Affine<kBits, DType::f32>{affine}); return true;
+          default: return false;
+        }
+      };
+      return layout.bits == 4 ? with_width.template operator()<4>() : with_width.template operator()<8>();
     }
     case QuantFormat::fp8_e4m3: {
       // (per-tensor scales are stored per block: io/quantized_weights.cpp)
