@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/avx2_lanes.h"
 #include "backend/cpu/matmul.h"
@@ -132,22 +133,28 @@ struct Affine {
   }
 };
 
-// Q4_K and Q5_K (k_sub_block): scale * float(q) - min, two roundings.
+// Q4_K and Q5_K: scale * float(q) - min, two roundings. A block's 8 scales and mins are made once,
+// at its first pair (the state, k_block_scales).
 template <bool kFive>
 struct Q45K {
-  void operator()(const std::byte* row, int64_t j, __m256 w[4]) const {
-    const KSubBlock b = k_sub_block<kFive>(row, j);
-    const std::byte* qs = b.block + (kFive ? 48 : 16) + 32 * (b.sub / 2);
-    const int shift = b.sub % 2 ? 4 : 0;
+  struct State {
+    KBlockScales block;
+  };
+  void operator()(const std::byte* row, int64_t j, __m256 w[4], State& state) const {
+    const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
+    const int sub = int(j % 8);
+    if (sub == 0) k_block_scales(block, state.block);
+    const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
+    const int shift = sub % 2 ? 4 : 0;
     __m128i first = nibbles(load16(qs), shift), last = nibbles(load16(qs + 16), shift);
     if constexpr (kFive) {  // bit `sub` of qh[l], as the code's fifth bit
       const __m128i one = _mm_set1_epi8(1);
-      const __m128i h0 = load16(b.block + 16), h1 = load16(b.block + 32);
-      first = _mm_or_si128(first, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, b.sub), one), 4));
-      last = _mm_or_si128(last, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, b.sub), one), 4));
+      const __m128i h0 = load16(block + 16), h1 = load16(block + 32);
+      first = _mm_or_si128(first, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
+      last = _mm_or_si128(last, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
     }
-    times(first, last, false, _mm256_set1_ps(b.scale), w);
-    const __m256 min = _mm256_set1_ps(b.min);
+    times(first, last, false, _mm256_set1_ps(state.block.scale[sub]), w);
+    const __m256 min = _mm256_set1_ps(state.block.min[sub]);
     for (int q = 0; q < 4; ++q) w[q] = _mm256_sub_ps(w[q], min);
   }
 };
@@ -205,6 +212,14 @@ struct Fp8 {
 
 }  // namespace decoders
 
+template <class Decode>
+inline void decode_pair(const Decode& decode, const std::byte* row, int64_t j, __m256 w[4], StateOf<Decode>& state) {
+  if constexpr (std::is_same_v<StateOf<Decode>, NoState>)
+    decode(row, j, w);
+  else
+    decode(row, j, w, state);
+}
+
 // out[r][c] for R rows from r0 and C columns c0, c0 + spacing, .... A column's 32 values are
 // decoded, then multiplied into each row's sum before the next column's are decoded: 16
 // registers hold R * C sums and one column's four vectors.
@@ -218,11 +233,12 @@ void tile(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t r
   const float* x = a.x + r0 * a.k;
   const int64_t steps = a.k / 32;
   const NextTilePrefetch prefetch(rows[C - 1] + row_bytes, spacing == 1 ? size_t(C) * row_bytes : 0, steps);
+  StateOf<Decode> state[C];
   for (int64_t j = 0; j < steps; ++j) {
     prefetch.step(j);
     for (int c = 0; c < C; ++c) {
       __m256 w[4];
-      decode(rows[c], j, w);
+      decode_pair(decode, rows[c], j, w, state[c]);
       for (int r = 0; r < R; ++r) {
         // The lanes' sums take k in order, 8 values at a time, as the f32 kernel's do.
         const float* xr = x + r * a.k + 32 * j;
@@ -273,9 +289,10 @@ struct Avx2 {
   }
   template <class Decode>
   static void dequantize(const Decode& decode, const std::byte* row, int64_t k, float* out) {
+    StateOf<Decode> state;
     for (int64_t j = 0; j < k / 32; ++j) {
       __m256 w[4];
-      decode(row, j, w);
+      decode_pair(decode, row, j, w, state);
       for (int q = 0; q < 4; ++q) _mm256_storeu_ps(out + 32 * j + 8 * q, w[q]);
     }
   }

@@ -265,21 +265,6 @@ struct Fp8 {
 
 }  // namespace decoders
 
-// What a decoder keeps from pair to pair of one row (its State, refreshed at a group's first
-// pair), or nothing: pairs are decoded in order from the row's first, one state a row.
-struct NoState {};
-template <class Decode>
-struct StateType {
-  using type = NoState;
-};
-template <class Decode>
-  requires requires { typename Decode::State; }
-struct StateType<Decode> {
-  using type = typename Decode::State;
-};
-template <class Decode>
-using StateOf = typename StateType<Decode>::type;
-
 template <class Decode>
 inline void decode_pair(const Decode& decode, const std::byte* row, int64_t j, __m512& w0, __m512& w1,
                         StateOf<Decode>& state) {

@@ -38,32 +38,11 @@ inline float load_scale(DType type, const std::byte* at) {
   return type == DType::bf16 ? bf16_to_f32(load_u16(at)) : half(load_u16(at));
 }
 
-// Q4_K and Q5_K: pair j is sub-block j % 8 of block j / 8, whose 32 values are
-// scale * float(q) - min, with scale = d * sc and min = dmin * m (quant_gguf.cpp's order).
-struct KSubBlock {
-  const std::byte* block;
-  int sub;
-  float scale;
-  float min;
-};
-
-// Sub-block `sub`'s scale and min of a Q4_K or Q5_K block.
-inline void k_scale_min(const std::byte* block, int sub, float& scale, float& min) {
-  const auto* scales = reinterpret_cast<const uint8_t*>(block + 4);
-  int sc, m;
-  if (sub < 4) {
-    sc = scales[sub] & 63, m = scales[sub + 4] & 63;
-  } else {
-    sc = (scales[sub + 4] & 0xF) | ((scales[sub - 4] >> 6) << 4);
-    m = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
-  }
-  scale = half(load_u16(block)) * float(sc), min = half(load_u16(block + 2)) * float(m);
-}
-
-// A Q4_K or Q5_K block's 8 sub-block scales and mins, each exactly k_scale_min's float, made at
-// once: the 6-bit codes unpacked from the 12 bytes as words (bytes 0 to 3 are sub-blocks 0 to 3;
-// 4 to 7 take 4 bits from the last word and their top 2 from the high bits of the first two),
-// then 8 conversions and products in one vector each.
+// Q4_K and Q5_K: pair j is sub-block j % 8 of block j / 8, whose 32 values are scale * float(q)
+// - min, with scale = d * sc and min = dmin * m (quant_gguf.cpp's order). A block's 8 scales
+// and mins, each exactly that float, are made at once: the 6-bit codes unpacked from the 12
+// bytes as words (bytes 0 to 3 are sub-blocks 0 to 3; 4 to 7 take 4 bits from the last word and
+// their top 2 from the high bits of the first two), then converted and multiplied in vectors.
 struct KBlockScales {
   alignas(32) float scale[8];
   alignas(32) float min[8];
@@ -80,14 +59,6 @@ inline void k_block_scales(const std::byte* block, KBlockScales& out) {
   auto floats = [](uint64_t bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(bytes)))); };
   _mm256_store_ps(out.scale, _mm256_mul_ps(_mm256_set1_ps(half(load_u16(block))), floats(sc)));
   _mm256_store_ps(out.min, _mm256_mul_ps(_mm256_set1_ps(half(load_u16(block + 2))), floats(m)));
-}
-
-template <bool kFive>
-inline KSubBlock k_sub_block(const std::byte* row, int64_t j) {
-  const std::byte* block = row + (j / 8) * (kFive ? 176 : 144);
-  KSubBlock b{block, int(j % 8), 0.0f, 0.0f};
-  k_scale_min(block, b.sub, b.scale, b.min);
-  return b;
 }
 
 // Q6_K: pair j holds values 32 * (j % 8) to + 31 of block j / 8, each 16 with an int8 scale:
@@ -162,9 +133,24 @@ class NextTilePrefetch {
 template <class Decode>
 constexpr bool spaced_one_row_tiles = !requires { Decode::kScalesAfterCodes; };
 
-// Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0, Block32<F>,
-// Q4K, Q5K, Q6K, Affine<bits, scale type>{AffineLayout} or Fp8{pairs shift, k}); false, calling nothing, for a
-// layout it has none for or a k that is not whole pairs.
+// What a decoder keeps from pair to pair of one row (its State, refreshed at a group's first
+// pair), or nothing: pairs are decoded in order from the row's first, one state a row.
+struct NoState {};
+template <class Decode>
+struct StateType {
+  using type = NoState;
+};
+template <class Decode>
+  requires requires { typename Decode::State; }
+struct StateType<Decode> {
+  using type = typename Decode::State;
+};
+template <class Decode>
+using StateOf = typename StateType<Decode>::type;
+
+// Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0,
+// Block32<F>, Q4K, Q5K, Q6K, Affine<bits, scale type>{AffineLayout} or Fp8{pairs shift, k});
+// false, calling nothing, for a layout it has none for or a k that is not whole pairs.
 template <class Isa, class Use>
 bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
   if (k % 32 != 0) return false;
