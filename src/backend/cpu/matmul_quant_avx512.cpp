@@ -211,21 +211,33 @@ struct Q45K {
   }
 };
 
-// Q6_K (q6k_pair).
+// Q6_K (q6k_pair's layout): the pair's 32 codes made in one 256-bit register (4 bits of ql, 2 of
+// qh, less 32 as signed bytes), widened 16 at a time and multiplied by their half's scale. A
+// block's 16 scales, d * float(scale), are made once, at its first pair (the state).
 struct Q6K {
-  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1) const {
-    const Q6KPair p = q6k_pair(row, j);
-    const __m512 s0 = _mm512_set1_ps(p.scale0), s1 = _mm512_set1_ps(p.scale1);
-    auto codes = [&](int at) {
-      __m128i low = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.ql + at));
-      __m128i high = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.qh + at));
-      low = _mm_and_si128(_mm_srl_epi16(low, _mm_cvtsi32_si128(p.low_shift)), _mm_set1_epi8(0x0f));
-      high = _mm_and_si128(_mm_srl_epi16(high, _mm_cvtsi32_si128(p.high_shift)), _mm_set1_epi8(0x03));
-      const __m128i code = _mm_or_si128(low, _mm_slli_epi16(high, 4));
-      return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(code), _mm512_set1_epi32(32)));
-    };
-    w0 = _mm512_mul_ps(s0, codes(0));
-    w1 = _mm512_mul_ps(s1, codes(16));
+  struct State {
+    alignas(64) float scale[16];
+  };
+  void operator()(const std::byte* row, int64_t j, __m512& w0, __m512& w1, State& state) const {
+    const std::byte* block = row + (j / 8) * 210;
+    const int sub = int(j % 8);
+    if (sub == 0) {
+      const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
+      const __m512 d = _mm512_set1_ps(half(load_u16(block + 208)));
+      _mm512_store_ps(state.scale, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(scales))));
+    }
+    const int half_at = sub / 4, r = 32 * (sub % 4);  // the pair's 128-value half, and where in it
+    const std::byte* ql = block + 64 * half_at + r % 64;
+    const std::byte* qh = block + 128 + 32 * half_at;
+    __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    low = _mm256_and_si256(_mm256_srl_epi16(low, _mm_cvtsi32_si128(4 * (r / 64))), _mm256_set1_epi8(0x0f));
+    high = _mm256_and_si256(_mm256_srl_epi16(high, _mm_cvtsi32_si128(2 * (r / 32))), _mm256_set1_epi8(0x03));
+    const __m256i code = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+    const __m512 first = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(code)));
+    const __m512 last = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(code, 1)));
+    w0 = _mm512_mul_ps(_mm512_set1_ps(state.scale[2 * sub]), first);
+    w1 = _mm512_mul_ps(_mm512_set1_ps(state.scale[2 * sub + 1]), last);
   }
 };
 
