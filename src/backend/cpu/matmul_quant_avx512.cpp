@@ -30,14 +30,11 @@ inline __m512 codes_16_31() {
   return _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 }
 
-// The value of each of 16 codes (bytes below 16, or below 32 with a second table) from a table
-// of the block's 16 (or 32) values, each computed once with the format's own operations, so the
-// bits are those of decoding every code in turn: a permute in place of a convert and a multiply
-// (or two) per 16 values.
+// The value of each of 16 codes (bytes below 16) from a table of the block's 16 values, each
+// computed once with the format's own operations, so the bits are those of decoding every code
+// in turn: a permute in place of a convert and a multiply (or two) per 16 values. (Formats of 32
+// codes look up in two tables, _mm512_permutex2var_ps.)
 inline __m512 look_up(__m128i codes, __m512 table) { return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table); }
-inline __m512 look_up(__m128i codes, __m512 low, __m512 high) {
-  return _mm512_permutex2var_ps(low, _mm512_cvtepu8_epi32(codes), high);
-}
 
 // The 32 values of pair j (k offsets 32 * j to 32 * j + 31) of one stored row, as two __m512 of
 // 16 (every format here has blocks or groups of 32 values or more, so one scale serves both).
@@ -168,46 +165,56 @@ struct Q45K {
     if (sub == 0) k_block_scales(block, state.block);
     const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
     const __m512 low = table(state.block, sub);
+    __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    __m512i i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
+    if (sub % 2) i0 = _mm512_srli_epi32(i0, 4), i1 = _mm512_srli_epi32(i1, 4);
     if constexpr (!kFive) {
       // The look-up reads an index's low 4 bits only: the high nibbles are shifted down, no mask.
-      __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-      __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
-      if (sub % 2) wide0 = _mm512_srli_epi32(wide0, 4), wide1 = _mm512_srli_epi32(wide1, 4);
-      w0 = _mm512_permutexvar_ps(wide0, low);
-      w1 = _mm512_permutexvar_ps(wide1, low);
+      w0 = _mm512_permutexvar_ps(i0, low);
+      w1 = _mm512_permutexvar_ps(i1, low);
       return;
     }
-    const __m128i low_bits = _mm_set1_epi8(0x0f);
-    __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
-    if (sub % 2) q0 = _mm_srli_epi16(q0, 4), q1 = _mm_srli_epi16(q1, 4);
-    q0 = _mm_and_si128(q0, low_bits), q1 = _mm_and_si128(q1, low_bits);
-    // bit `sub` of qh[l], as the code's fifth bit
-    const __m128i one = _mm_set1_epi8(1);
-    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16));
-    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 32));
-    q0 = _mm_or_si128(q0, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h0, sub), one), 4));
-    q1 = _mm_or_si128(q1, _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h1, sub), one), 4));
+    // Q5_K: the fifth bit of code l is bit `sub` of qh[l], as a mask of the 32 codes; the four
+    // low bits masked (the look-up of 32 values reads 5 index bits) and 16 added where it is set.
+    const __mmask32 fifth = _mm256_test_epi8_mask(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16)),
+                                                  _mm256_set1_epi8(char(1 << sub)));
+    const __m512i nibble = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
+    i0 = _mm512_and_si512(i0, nibble), i1 = _mm512_and_si512(i1, nibble);
+    i0 = _mm512_mask_or_epi32(i0, __mmask16(fifth), i0, sixteen);
+    i1 = _mm512_mask_or_epi32(i1, __mmask16(fifth >> 16), i1, sixteen);
     const __m512 high = table(state.block, sub, codes_16_31());
-    w0 = look_up(q0, low, high);
-    w1 = look_up(q1, low, high);
+    w0 = _mm512_permutex2var_ps(low, i0, high);
+    w1 = _mm512_permutex2var_ps(low, i1, high);
   }
-  // Q4_K, pairs j and j + 1 (j even): sub-blocks 2s and 2s + 1, whose codes are the low and the
-  // high nibbles of the same 32 bytes, widened once for both (one-row tiles).
-  void two(const std::byte* row, int64_t j, __m512 (&w)[4], State& state) const
-    requires(!kFive)
-  {
+  // Pairs j and j + 1 (j even): sub-blocks 2s and 2s + 1, whose codes are the low and the high
+  // nibbles of the same 32 bytes (and for Q5_K bits 2s and 2s + 1 of the same qh), widened once
+  // for both (one-row tiles).
+  void two(const std::byte* row, int64_t j, __m512 (&w)[4], State& state) const {
     const std::byte* block = row + (j / 8) * kBlockBytes;
     const int sub = int(j % 8);
     if (sub == 0) k_block_scales(block, state.block);
-    const __m512 table0 = table(state.block, sub), table1 = table(state.block, sub + 1);
-    const std::byte* qs = block + 16 + 32 * (sub / 2);
+    const __m512 low0 = table(state.block, sub), low1 = table(state.block, sub + 1);
+    const std::byte* qs = block + (kFive ? 48 : 16) + 32 * (sub / 2);
     const __m512i wide0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
     const __m512i wide1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
-    w[0] = _mm512_permutexvar_ps(wide0, table0);
-    w[1] = _mm512_permutexvar_ps(wide1, table0);
-    w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide0, 4), table1);
-    w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide1, 4), table1);
+    if constexpr (!kFive) {
+      w[0] = _mm512_permutexvar_ps(wide0, low0);
+      w[1] = _mm512_permutexvar_ps(wide1, low0);
+      w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide0, 4), low1);
+      w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(wide1, 4), low1);
+      return;
+    }
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
+    const __mmask32 fifth0 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << sub)));
+    const __mmask32 fifth1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << sub)));
+    const __m512i nibble = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
+    const __m512i a0 = _mm512_and_si512(wide0, nibble), a1 = _mm512_and_si512(wide1, nibble);
+    const __m512i b0 = _mm512_srli_epi32(wide0, 4), b1 = _mm512_srli_epi32(wide1, 4);
+    const __m512 high0 = table(state.block, sub, codes_16_31()), high1 = table(state.block, sub + 1, codes_16_31());
+    w[0] = _mm512_permutex2var_ps(low0, _mm512_mask_or_epi32(a0, __mmask16(fifth0), a0, sixteen), high0);
+    w[1] = _mm512_permutex2var_ps(low0, _mm512_mask_or_epi32(a1, __mmask16(fifth0 >> 16), a1, sixteen), high0);
+    w[2] = _mm512_permutex2var_ps(low1, _mm512_mask_or_epi32(b0, __mmask16(fifth1), b0, sixteen), high1);
+    w[3] = _mm512_permutex2var_ps(low1, _mm512_mask_or_epi32(b1, __mmask16(fifth1 >> 16), b1, sixteen), high1);
   }
 };
 
