@@ -1,5 +1,6 @@
 // The CUDA backend's row-wise and elementwise ops. A row-wise op gives each row one block of a
 // fixed size, so the order of its reductions is the same whatever the launch holds.
+#include <algorithm>
 #include <cfloat>
 #include <type_traits>
 
@@ -286,12 +287,21 @@ void gather_rows(Context& context, const Tensor& x, const Tensor& rows, const Te
          ptr<int32_t>(rows), ptr<float>(out), m, d);
 }
 
+// Up to ColumnSplit::kMax outputs a launch; more (the tests' splits into many parts) in groups of
+// that many, each group's columns from where the last group's ended.
 void split_columns(Context& context, const Tensor& x, const std::vector<Tensor>& outs) {
-  const ColumnSplit split = column_split(outs, x.cols(), "split_columns");
-  const int64_t n = x.rows(), width = split.begin[split.count];
-  if (n == 0 || width == 0) return;
-  launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, context.launches, ptr<float>(x),
-         x.cols(), split, n);
+  const int64_t n = x.rows();
+  int64_t begin = 0;
+  for (size_t first = 0; first < outs.size(); first += ColumnSplit::kMax) {
+    const size_t last = std::min(outs.size(), first + ColumnSplit::kMax);
+    const std::vector<Tensor> group(outs.begin() + std::ptrdiff_t(first), outs.begin() + std::ptrdiff_t(last));
+    const ColumnSplit split = column_split(group, x.cols() - begin, "split_columns");
+    const int64_t width = split.begin[split.count];
+    if (n > 0 && width > 0)
+      launch(split_columns_kernel, blocks_for(n * width, kThreads), kThreads, 0, context.launches,
+             ptr<float>(x) + begin, x.cols(), split, n);
+    begin += width;
+  }
 }
 
 void join_columns(Context& context, const std::vector<Tensor>& parts, const Tensor& out) {
