@@ -48,7 +48,8 @@ constexpr int64_t kTiledGroupRows = 64;
 
 // The two thresholds above, or the environment's LOCKSTEP_CUDA_FILL_ROWS and
 // LOCKSTEP_CUDA_FILL_GROUP_ROWS (an experiment: where the wgmma kernels take over from the round
-// kernels since they got faster, for rounds of 128 streams and more; not yet measured).
+// kernels, for rounds of 128 streams and more; 128 and 32 rows were within noise of these on
+// 64 to 256 streams, docs/gpu-performance.md "Session 47").
 int64_t threshold(const char* name, int64_t fallback) {
   const char* value = std::getenv(name);
   if (!value) return fallback;
@@ -57,7 +58,8 @@ int64_t threshold(const char* name, int64_t fallback) {
   require(*value != '\0' && *end == '\0' && rows >= 1, (std::string(name) + " is a row count of 1 or more").c_str());
   return int64_t(rows);
 }
-// LOCKSTEP_CUDA_WGMMA_GATHER=1 (an experiment, not yet run on a GPU): a fill-sized launch that
+// LOCKSTEP_CUDA_WGMMA_GATHER=1 (an experiment: its invariance tests pass; 1.04x on the 30B fill in
+// one run, session 47, so not yet the default): a fill-sized launch that
 // gathers x (in_rows: the experts' first matmul) with packed weights has the split pass write
 // each list entry's row, so the wgmma kernels read x in list order and the TMA-fed one takes it.
 // Its split then holds rows.n rows, not x_rows.
