@@ -208,6 +208,8 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"negative_prompt_cache", {"--prompt-cache-gib", "-1"}, "--prompt-cache-gib", "serve"},
       {"prompt_cache_past_memory", {"--prompt-cache-gib", "1000000"}, "is more than this machine's memory", "serve"},
       {"serve_negative_temperature", {"--temperature", "-1"}, "--temperature: temperature must be in [0, 100]", "serve"},
+      {"serve_pass_rows_below_a_chunk", {"--pass-rows", "10"},
+       "--pass-rows 10 is less than --chunk + --parallel (264)", "serve"},
       {"draft_tokens_without_a_head", {"--tokens", "1", "--draft-tokens", "2"}, "the model has no MTP head"},
       {"draft_tokens_and_no_drafts", {"--tokens", "1", "--draft-tokens", "2", "--no-drafts"},
        "give --no-drafts or --draft-tokens, not both"},

@@ -29,6 +29,7 @@ struct ServeFlags {
   int32_t parallel = 8;
   int32_t max_queue = 64;
   int64_t chunk = 256;
+  int64_t pass_rows = 0;  // 0: --chunk + --parallel
   float temperature = 0.0f;
   bool no_thinking = false;
   DraftFlags drafts;
@@ -76,6 +77,9 @@ int run_serve(const ServeFlags& flags) {
                 format_bytes(physical_gib * double(1 << 30)) + ")");
   if (physical_gib > 0 && !flags.prompt_cache_gib_given) cache_gib = std::min(cache_gib, physical_gib / 4);
 
+  if (flags.pass_rows > 0 && flags.pass_rows < flags.chunk + flags.parallel)
+    return fail("--pass-rows " + std::to_string(flags.pass_rows) + " is less than --chunk + --parallel (" +
+                std::to_string(flags.chunk + flags.parallel) + "): a pass holds a chunk beside every decoding stream");
   // Flags a request would trip on are refused now, not at the first request.
   if (auto problem = sampling_problem(SamplingParams{flags.temperature, 0, 1.0f, 0.0f, 0}))
     return fail("--temperature: " + problem->message);
@@ -91,8 +95,9 @@ int run_serve(const ServeFlags& flags) {
 
   // Models with state: as many state slots again hold the prompt cache's snapshots on the device.
   ModelOptions options;
-  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step).
-  options.max_rows = flags.chunk + flags.parallel;
+  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step), or with
+  // --pass-rows more: the next chunks of several new prompts.
+  options.max_rows = flags.pass_rows > 0 ? flags.pass_rows : flags.chunk + flags.parallel;
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
   size_draft_slots(flags.drafts, flags.model.backend, flags.parallel, options);
   ModelFlags model_flags = flags.model;
@@ -195,6 +200,11 @@ Command add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20));
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
+  command->add_option("--pass-rows", flags->pass_rows,
+                      "rows one forward pass holds (default --chunk + --parallel): past that, a fill step packs "
+                      "the next chunk of several new prompts, so a burst of them fills in fewer passes, for "
+                      "activation memory that grows with it")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   command->add_option("--max-connections", flags->http.max_connections,
                       "open connections; at the limit the one waiting longest for its request gives way, and "
                       "when all have requests in flight a new one gets 503")
