@@ -43,11 +43,12 @@ std::vector<std::vector<int32_t>> send_together(int port, const std::vector<json
 }
 
 TEST(ServePassRows, ABurstOfPromptsFillsInFewerPassesWithTheSameReplies) {
-  // Four prompts of 3 chunks each; the default pass (8 + 4 rows) holds one chunk at a time.
+  // Four prompts of 10 chunks each (so they overlap however the requests are scheduled); the
+  // default pass (8 + 4 rows) holds one chunk at a time.
   std::vector<json> requests;
   for (int i = 0; i < 4; ++i) {
     std::vector<int32_t> prompt;
-    for (int p = 0; p < 24; ++p) prompt.push_back(int32_t(1 + (37 * i + 11 * p) % 500));
+    for (int p = 0; p < 80; ++p) prompt.push_back(int32_t(1 + (37 * i + 11 * p) % 500));
     json request = {{"prompt", prompt}, {"max_tokens", 6}, {"ignore_eos", true}, {"return_token_ids", true}};
     if (i % 2) request["temperature"] = 1.0, request["seed"] = 100 + i;
     else request["temperature"] = 0;
@@ -64,8 +65,8 @@ TEST(ServePassRows, ABurstOfPromptsFillsInFewerPassesWithTheSameReplies) {
     EXPECT_EQ(packed[i], one_chunk[i]) << "request " << i;
   }
   const double wide_steps = fill_steps(wide.port), narrow_steps = fill_steps(narrow.port);
-  EXPECT_EQ(narrow_steps, 12) << "4 prompts of 3 chunks, one chunk a pass";
-  EXPECT_GE(wide_steps, 3);
+  EXPECT_EQ(narrow_steps, 40) << "4 prompts of 10 chunks, one chunk a pass";
+  EXPECT_GE(wide_steps, 10);
   EXPECT_LT(wide_steps, narrow_steps);
 }
 
