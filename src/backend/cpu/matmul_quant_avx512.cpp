@@ -36,6 +36,13 @@ inline __m512 codes_16_31() {
 // codes look up in two tables, _mm512_permutex2var_ps.)
 inline __m512 look_up(__m128i codes, __m512 table) { return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table); }
 
+// 5-bit codes for a look-up in two tables: a code's low 4 bits (widened bytes, masked, or
+// shifted down from the high nibble) with 16 added where its fifth bit is set.
+inline __m512i low_nibbles(__m512i wide) { return _mm512_and_si512(wide, _mm512_set1_epi32(0xF)); }
+inline __m512i with_fifth_bit(__m512i four_bits, __mmask16 fifth) {
+  return _mm512_mask_or_epi32(four_bits, fifth, four_bits, _mm512_set1_epi32(16));
+}
+
 // The 32 values of pair j (k offsets 32 * j to 32 * j + 31) of one stored row, as two __m512 of
 // 16 (every format here has blocks or groups of 32 values or more, so one scale serves both).
 struct Q8_0 {
@@ -98,12 +105,8 @@ struct Block32 {
       if constexpr (kMin) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
       uint32_t bits;
       std::memcpy(&bits, qh, 4);
-      const __m512i sixteen = _mm512_set1_epi32(16), nibble = _mm512_set1_epi32(0xF);
-      const __m512i low_codes = _mm512_and_si512(wide, nibble), high_codes = _mm512_srli_epi32(wide, 4);
-      const __m512i i0 = _mm512_mask_or_epi32(low_codes, __mmask16(bits), low_codes, sixteen);
-      const __m512i i1 = _mm512_mask_or_epi32(high_codes, __mmask16(bits >> 16), high_codes, sixteen);
-      w0 = _mm512_permutex2var_ps(low, i0, high);
-      w1 = _mm512_permutex2var_ps(low, i1, high);
+      w0 = _mm512_permutex2var_ps(low, with_fifth_bit(low_nibbles(wide), __mmask16(bits)), high);
+      w1 = _mm512_permutex2var_ps(low, with_fifth_bit(_mm512_srli_epi32(wide, 4), __mmask16(bits >> 16)), high);
     }
   }
 };
@@ -178,13 +181,10 @@ struct Q45K {
     // low bits masked (the look-up of 32 values reads 5 index bits) and 16 added where it is set.
     const __mmask32 fifth = _mm256_test_epi8_mask(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16)),
                                                   _mm256_set1_epi8(char(1 << sub)));
-    const __m512i nibble = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
-    i0 = _mm512_and_si512(i0, nibble), i1 = _mm512_and_si512(i1, nibble);
-    i0 = _mm512_mask_or_epi32(i0, __mmask16(fifth), i0, sixteen);
-    i1 = _mm512_mask_or_epi32(i1, __mmask16(fifth >> 16), i1, sixteen);
+    if (sub % 2 == 0) i0 = low_nibbles(i0), i1 = low_nibbles(i1);  // (the high ones are shifted down)
     const __m512 high = table(state.block, sub, codes_16_31());
-    w0 = _mm512_permutex2var_ps(low, i0, high);
-    w1 = _mm512_permutex2var_ps(low, i1, high);
+    w0 = _mm512_permutex2var_ps(low, with_fifth_bit(i0, __mmask16(fifth)), high);
+    w1 = _mm512_permutex2var_ps(low, with_fifth_bit(i1, __mmask16(fifth >> 16)), high);
   }
   // Pairs j and j + 1 (j even): sub-blocks 2s and 2s + 1, whose codes are the low and the high
   // nibbles of the same 32 bytes (and for Q5_K bits 2s and 2s + 1 of the same qh), widened once
@@ -207,18 +207,17 @@ struct Q45K {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
     const __mmask32 fifth0 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << sub)));
     const __mmask32 fifth1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << sub)));
-    const __m512i nibble = _mm512_set1_epi32(0xF), sixteen = _mm512_set1_epi32(16);
-    const __m512i a0 = _mm512_and_si512(wide0, nibble), a1 = _mm512_and_si512(wide1, nibble);
+    const __m512i a0 = low_nibbles(wide0), a1 = low_nibbles(wide1);
     const __m512i b0 = _mm512_srli_epi32(wide0, 4), b1 = _mm512_srli_epi32(wide1, 4);
     const __m512 high0 = table(state.block, sub, codes_16_31()), high1 = table(state.block, sub + 1, codes_16_31());
-    w[0] = _mm512_permutex2var_ps(low0, _mm512_mask_or_epi32(a0, __mmask16(fifth0), a0, sixteen), high0);
-    w[1] = _mm512_permutex2var_ps(low0, _mm512_mask_or_epi32(a1, __mmask16(fifth0 >> 16), a1, sixteen), high0);
-    w[2] = _mm512_permutex2var_ps(low1, _mm512_mask_or_epi32(b0, __mmask16(fifth1), b0, sixteen), high1);
-    w[3] = _mm512_permutex2var_ps(low1, _mm512_mask_or_epi32(b1, __mmask16(fifth1 >> 16), b1, sixteen), high1);
+    w[0] = _mm512_permutex2var_ps(low0, with_fifth_bit(a0, __mmask16(fifth0)), high0);
+    w[1] = _mm512_permutex2var_ps(low0, with_fifth_bit(a1, __mmask16(fifth0 >> 16)), high0);
+    w[2] = _mm512_permutex2var_ps(low1, with_fifth_bit(b0, __mmask16(fifth1)), high1);
+    w[3] = _mm512_permutex2var_ps(low1, with_fifth_bit(b1, __mmask16(fifth1 >> 16)), high1);
   }
 };
 
-// Q6_K (q6k_pair's layout): the pair's 32 codes made in one 256-bit register (4 bits of ql, 2 of
+// Q6_K (q6k_codes): the pair's 32 codes made in one 256-bit register (4 bits of ql, 2 of
 // qh, less 32 as signed bytes), widened 16 at a time and multiplied by their half's scale. A
 // block's 16 scales, d * float(scale), are made once, at its first pair (the state).
 struct Q6K {
@@ -233,13 +232,11 @@ struct Q6K {
       const __m512 d = _mm512_set1_ps(half(load_u16(block + 208)));
       _mm512_store_ps(state.scale, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(scales))));
     }
-    const int half_at = sub / 4, r = 32 * (sub % 4);  // the pair's 128-value half, and where in it
-    const std::byte* ql = block + 64 * half_at + r % 64;
-    const std::byte* qh = block + 128 + 32 * half_at;
-    __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-    low = _mm256_and_si256(_mm256_srl_epi16(low, _mm_cvtsi32_si128(4 * (r / 64))), _mm256_set1_epi8(0x0f));
-    high = _mm256_and_si256(_mm256_srl_epi16(high, _mm_cvtsi32_si128(2 * (r / 32))), _mm256_set1_epi8(0x03));
+    const Q6KCodes at = q6k_codes(block, sub);
+    __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.ql));
+    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qh));
+    low = _mm256_and_si256(_mm256_srl_epi16(low, _mm_cvtsi32_si128(at.low_shift)), _mm256_set1_epi8(0x0f));
+    high = _mm256_and_si256(_mm256_srl_epi16(high, _mm_cvtsi32_si128(at.high_shift)), _mm256_set1_epi8(0x03));
     const __m256i code = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
     const __m512 first = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(code)));
     const __m512 last = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(code, 1)));

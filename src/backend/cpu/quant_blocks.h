@@ -63,23 +63,31 @@ inline void k_block_scales(const std::byte* block, KBlockScales& out) {
 
 // Q6_K: pair j holds values 32 * (j % 8) to + 31 of block j / 8, each 16 with an int8 scale:
 // d * scale * float(q - 32), q from 4 bits of ql (shifted by low_shift) and 2 of qh (by
-// high_shift).
-struct Q6KPair {
+// high_shift). Where sub-block `sub`'s (pair j % 8's) codes are:
+struct Q6KCodes {
   const std::byte* ql;
   const std::byte* qh;
   int low_shift;
   int high_shift;
+};
+
+inline Q6KCodes q6k_codes(const std::byte* block, int sub) {
+  const int first = 32 * sub, half_at = first / 128, r = first % 128;  // its 128-value half, where in it
+  return {block + 64 * half_at + r % 64, block + 128 + 32 * half_at, 4 * (r / 64), 2 * (r / 32)};
+}
+
+// Pair j's codes and its two scales.
+struct Q6KPair : Q6KCodes {
   float scale0;  // the first 16 values'
   float scale1;  // the last 16's
 };
 
 inline Q6KPair q6k_pair(const std::byte* row, int64_t j) {
   const std::byte* block = row + (j / 8) * 210;
-  const int first = int(32 * (j % 8)), half_at = first / 128, r = first % 128;
+  const int sub = int(j % 8);
   const float d = half(load_u16(block + 208));
   const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
-  return {block + 64 * half_at + r % 64, block + 128 + 32 * half_at, 4 * (r / 64), 2 * (r / 32),
-          d * float(scales[first / 16]), d * float(scales[first / 16 + 1])};
+  return {q6k_codes(block, sub), d * float(scales[2 * sub]), d * float(scales[2 * sub + 1])};
 }
 
 // MLX affine, 4 or 8 bits: the words, then a scale and a bias per group.
