@@ -1,6 +1,7 @@
 #include "http_client.h"
 
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace lockstep {
@@ -28,6 +29,12 @@ std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream) {
       }
   }
   return ids;
+}
+
+double metric_value(const std::string& metrics, const std::string& series) {
+  const std::string line = "\n" + series + " ";
+  const size_t at = metrics.find(line);
+  return at == std::string::npos ? std::nan("") : std::stod(metrics.substr(at + line.size()));
 }
 
 OpenRequest::OpenRequest(int port, const std::string& method, const std::string& path, const std::string& body)

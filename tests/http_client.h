@@ -17,6 +17,10 @@ HttpReply http_request(int port, const std::string& method, const std::string& p
 // The token ids of a completion reply (return_token_ids), streamed or not; empty when it has none.
 std::vector<int32_t> reply_ids(const HttpReply& reply, bool stream);
 
+// The value of one series of a /metrics text (a name, with its labels if it has any); NaN where
+// the text has no such series.
+double metric_value(const std::string& metrics, const std::string& series);
+
 // A request whose reply is read a little at a time; the destructor hangs up.
 class OpenRequest {
  public:

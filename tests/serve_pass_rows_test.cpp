@@ -20,10 +20,7 @@ using nlohmann::json;
 
 // The server's count of fill steps, from /metrics.
 double fill_steps(int port) {
-  const HttpReply metrics = http_request(port, "GET", "/metrics");
-  const std::string name = "\nlockstep_fill_steps_total ";
-  const size_t at = metrics.body.find(name);
-  return at == std::string::npos ? -1.0 : std::stod(metrics.body.substr(at + name.size()));
+  return metric_value(http_request(port, "GET", "/metrics").body, "lockstep_fill_steps_total");
 }
 
 // Each request on its own thread, all at once; the replies' token ids in request order.

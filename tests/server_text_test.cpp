@@ -204,10 +204,7 @@ TEST_F(TextServer, AMultiTurnChatResumesFromThePromptCacheAndRepliesTheSame) {
   const std::string metrics = http_request(cached.port(), "GET", "/metrics", "").body;
   EXPECT_NE(metrics.find("lockstep_prompt_cache_hits_total 3"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("lockstep_prompt_cache_lookups_total 4"), std::string::npos) << metrics;
-  const std::string unreserved = "\nlockstep_unreserved_kv_pages ";
-  const size_t at = metrics.find(unreserved);
-  ASSERT_NE(at, std::string::npos);
-  EXPECT_EQ(std::stol(metrics.substr(at + unreserved.size())), cached.info().kv_pages);
+  EXPECT_EQ(metric_value(metrics, "lockstep_unreserved_kv_pages"), cached.info().kv_pages) << metrics;
 }
 
 }  // namespace
