@@ -113,6 +113,7 @@ Context::Context(int device) : launches(device) {
   LOCKSTEP_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
   prepare_matmul_bf16();
   prepare_matmul_quant();
+  prepare_matmul_quant_mma();
 }
 
 Context::~Context() {

@@ -123,6 +123,8 @@ void launch_pack_bf16(const void* src, void* dst, int64_t rows, int64_t k, Launc
 void prepare_matmul_bf16();
 // The same for the quantized round kernel (cuda_matmul_quant.cu).
 void prepare_matmul_quant();
+// And for the quantized tensor-core kernel's staged form (cuda_matmul_quant_mma.cu).
+void prepare_matmul_quant_mma();
 size_t matmul_bf16_workspace_bytes(const MatmulRows& rows, int64_t k);
 void launch_matmul_bf16(const float* x, const void* w, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                         void* workspace, Launches& launches);

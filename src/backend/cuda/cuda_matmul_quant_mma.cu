@@ -21,6 +21,8 @@
 // take the same permutation, so every product pairs a code with its own x.
 #include <cuda_fp8.h>
 
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "backend/cuda/cuda_matmul_bf16.cuh"
@@ -87,6 +89,16 @@ __device__ inline uint32_t pair_of_e4m3(uint32_t two) {
   return pack(__low2float(v), __high2float(v));
 }
 
+// A 4-byte word of weights: through the read-only cache from global memory, or a plain load
+// where the block staged its rows in shared memory.
+template <bool kStaged>
+__device__ inline uint32_t weight_word(const uint32_t* p) {
+  if constexpr (kStaged)
+    return *p;
+  else
+    return __ldg(p);
+}
+
 // Per format: how many values share a scale (0: the view's group), whether a bias term
 // follows, the four code pairs of lane t's eight values in k block `block` of a row, and a
 // group's scale and bias' (bias + offset * scale).
@@ -94,9 +106,10 @@ template <QuantKind kKind>
 struct MmaCodes {
   static constexpr bool kBias = kKind == QuantKind::affine4 || kKind == QuantKind::affine8;
 
-  __device__ static void pairs(const QuantWeights<kKind>& w, const uint8_t* row, int block, int t, uint32_t (&q)[4]) {
+  template <bool kStaged>
+  __device__ static void pairs(const uint8_t* row, int block, int t, uint32_t (&q)[4]) {
     if constexpr (kKind == QuantKind::affine4) {
-      const uint32_t word = __ldg(reinterpret_cast<const uint32_t*>(row) + block * 4 + t);
+      const uint32_t word = weight_word<kStaged>(reinterpret_cast<const uint32_t*>(row) + block * 4 + t);
       const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;  // codes 0 2 4 6, 1 3 5 7
       q[0] = minus(prmt(even, kMagic, 0x4140), 136.0f);
       q[1] = minus(prmt(odd, kMagic, 0x4140), 136.0f);
@@ -104,10 +117,10 @@ struct MmaCodes {
       q[3] = minus(prmt(odd, kMagic, 0x4342), 136.0f);
     } else if constexpr (kKind == QuantKind::affine8) {
       const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + block * 8 + 2 * t;
-      pairs_of_bytes(__ldg(words), __ldg(words + 1), q);
+      pairs_of_bytes(weight_word<kStaged>(words), weight_word<kStaged>(words + 1), q);
     } else if constexpr (kKind == QuantKind::fp8) {
       const uint32_t* words = reinterpret_cast<const uint32_t*>(row) + block * 8 + 2 * t;
-      const uint32_t lo = __ldg(words), hi = __ldg(words + 1);
+      const uint32_t lo = weight_word<kStaged>(words), hi = weight_word<kStaged>(words + 1);
       const uint32_t even = prmt(lo, hi, 0x6420), odd = prmt(lo, hi, 0x7531);
       q[0] = pair_of_e4m3(even), q[1] = pair_of_e4m3(odd);
       q[2] = pair_of_e4m3(even >> 16), q[3] = pair_of_e4m3(odd >> 16);
@@ -183,21 +196,58 @@ __device__ inline void prefetch_run(const QuantWeights<kKind>& w, unsigned col_b
   }
 }
 
+// Copies `bytes` from `src` (4-byte aligned, as are `bytes`) into shared memory at `dst` + src % 16,
+// where `dst` is 16-byte aligned, so source and copy share their offset within 16 bytes: 16-byte
+// copies for the aligned middle, 4-byte ones for the ends. Returns where the copy starts.
+__device__ inline uint8_t* stage_bytes(uint8_t* dst, const uint8_t* src, size_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(src), end = begin + bytes;
+  uint8_t* copy = dst + begin % 16;
+  const uintptr_t body_begin = (begin + 15) & ~uintptr_t(15), body_end = end & ~uintptr_t(15);
+  auto copy4 = [&](uintptr_t at) {
+    const unsigned address = unsigned(__cvta_generic_to_shared(copy + (at - begin)));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(at) : "memory");
+  };
+  if (body_begin >= body_end) {  // under 32 bytes: no aligned middle to speak of
+    for (uintptr_t at = begin + 4 * threadIdx.x; at < end; at += 4 * blockDim.x) copy4(at);
+  } else {
+    if (begin + 4 * threadIdx.x < body_begin) copy4(begin + 4 * threadIdx.x);
+    if (body_end + 4 * threadIdx.x < end) copy4(body_end + 4 * threadIdx.x);
+    for (uintptr_t at = body_begin + 16 * threadIdx.x; at < body_end; at += 16 * blockDim.x)
+      bf16::copy16(copy + (at - begin), reinterpret_cast<const void*>(at), true);
+  }
+  bf16::commit_copies();
+  return copy;
+}
+
 // A block: kBlockCols columns from blockIdx.x * kBlockCols, one warp a run of k; the rows of
 // its group (grouped launches) or kPlainRows rows from blockIdx.y * kPlainRows (plain), taken
 // kTiles * 8 at a time. kGroupBlocks: k blocks of 32 a group.
-template <QuantKind kKind, int kTiles, int kGroupBlocks>
+// kStaged (launches of a few rows, whose weights are most of what they read): the block first
+// copies its columns' whole rows (one contiguous run of bytes) into shared memory with cp.async,
+// all in flight at once, where the unstaged kernel's warps wait on each group's loads in turn;
+// then the same steps read them from there: the same sums.
+template <QuantKind kKind, int kTiles, int kGroupBlocks, bool kStaged>
 __global__ void __launch_bounds__(kMaxRuns * 32)
     matmul_quant_mma_kernel(const float* __restrict__ x, const QuantWeights<kKind> w, float* __restrict__ out,
                             int64_t k, int64_t m, MatmulRows rows) {
   using Codes = MmaCodes<kKind>;
   constexpr int kTileRows = 8 * kTiles;
   __shared__ float partial[kMaxRuns][kBlockCols][kTileRows];
+  extern __shared__ __align__(16) uint8_t staged[];  // kStaged: the block's rows
   allow_early_launch();
   const MmaRuns runs = mma_runs(k, 32 * kGroupBlocks);
   const int run = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int g_begin = run * runs.per_run, g_end = min(runs.groups, g_begin + runs.per_run);
-  if (!rows.segments) prefetch_run<kKind, 32 * kGroupBlocks>(w, blockIdx.x, m, k, g_begin, g_end, lane);
+  const int64_t col0 = int64_t(blockIdx.x) * kBlockCols;
+  const int64_t cols = min64(kBlockCols, m - col0);
+  const uint8_t* copy = nullptr;  // kStaged: where the block's first row starts in shared memory
+  // A plain launch's weights hang on no kernel's output: ask for them before the wait.
+  if (!rows.segments) {
+    if constexpr (kStaged)
+      copy = stage_bytes(staged, w.row(0, 0, col0, k), size_t(cols) * w.row_bytes);
+    else
+      prefetch_run<kKind, 32 * kGroupBlocks>(w, blockIdx.x, m, k, g_begin, g_end, lane);
+  }
   wait_for_inputs();
   int64_t first = 0, last = 0, matrix = 0;
   if (!rows.segments) {
@@ -208,14 +258,24 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
     if (matrix < 0) return;  // the whole block leaves together
     first = rows.segments[matrix], last = rows.segments[matrix + 1];
   }
-  if (first >= last) return;
-  const int64_t col0 = int64_t(blockIdx.x) * kBlockCols;
+  if (first >= last) {
+    if constexpr (kStaged) bf16::wait_copies<0>();
+    return;
+  }
+  if constexpr (kStaged) {
+    if (rows.segments) copy = stage_bytes(staged, w.row(matrix, rows.group_stride, col0, k), size_t(cols) * w.row_bytes);
+    bf16::wait_copies<0>();
+    __syncthreads();
+  }
   // This lane's weight rows: tile c's columns g and g + 8 (the last column for those past m).
   const uint8_t* w_rows[kColTiles][2];
 #pragma unroll
   for (int c = 0; c < kColTiles; ++c)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) w_rows[c][h] = w.row(matrix, rows.group_stride, min64(col0 + 16 * c + g + 8 * h, m - 1), k);
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = min64(col0 + 16 * c + g + 8 * h, m - 1);
+      w_rows[c][h] = kStaged ? copy + size_t(col - col0) * w.row_bytes : w.row(matrix, rows.group_stride, col, k);
+    }
 
   for (int64_t tile = first; tile < last; tile += kTileRows) {
     const int tile_rows = int(min64(kTileRows, last - tile));
@@ -238,7 +298,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
 #pragma unroll
         for (int c = 0; c < kColTiles; ++c)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) Codes::pairs(w, w_rows[c][h], block, t, q[c][h]);
+          for (int h = 0; h < 2; ++h) Codes::template pairs<kStaged>(w_rows[c][h], block, t, q[c][h]);
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
           uint32_t hi[4], lo[4];
@@ -292,7 +352,23 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
   }
 }
 
-template <QuantKind kKind, int kTiles, int kGroupBlocks>
+// The most shared memory a staged block takes (its rows, plus 16 bytes for their offset): two
+// blocks an SM with the partials.
+constexpr size_t kStagedMaxBytes = 100 * 1024;
+
+size_t staged_bytes(const QuantView& view) { return kBlockCols * view.row_bytes + 16; }
+
+// LOCKSTEP_CUDA_QUANT_STAGED=1 (an experiment until measured): launches of up to 8 rows a
+// weight (or a group) stage their blocks' rows in shared memory, where their rows fit.
+bool staged_on() {
+  static const bool on = [] {
+    const char* value = std::getenv("LOCKSTEP_CUDA_QUANT_STAGED");
+    return value && std::string(value) == "1";
+  }();
+  return on;
+}
+
+template <QuantKind kKind, int kTiles, int kGroupBlocks, bool kStaged>
 void launch_mma(const float* x, const QuantView& view, float* out, int64_t k, int64_t m, const MatmulRows& rows,
                 Launches& launches) {
   QuantWeights<kKind> weights;
@@ -300,8 +376,8 @@ void launch_mma(const float* x, const QuantView& view, float* out, int64_t k, in
   const unsigned row_blocks = rows.segments ? unsigned(rows.groups) : blocks_for(rows.n, int(kPlainRows));
   const dim3 grid(blocks_for(m, kBlockCols), row_blocks);
   const int threads = 32 * mma_runs(k, 32 * kGroupBlocks).count;
-  launch(matmul_quant_mma_kernel<kKind, kTiles, kGroupBlocks>, grid, threads, 0, launches, x, weights, out, k, m,
-         rows);
+  launch(matmul_quant_mma_kernel<kKind, kTiles, kGroupBlocks, kStaged>, grid, threads,
+         kStaged ? staged_bytes(view) : 0, launches, x, weights, out, k, m, rows);
 }
 
 // The values a scale covers: 32 for the block formats, the view's group for the others.
@@ -314,12 +390,16 @@ void launch_kind(const float* x, const QuantView& view, float* out, int64_t k, i
                  Launches& launches) {
   const int64_t most_rows = rows.segments ? rows.max_group_rows : rows.n;
   const int group = group_values(kKind, view);
+  const bool staged = staged_on() && view.row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(view.data) % 4 == 0 &&
+                      staged_bytes(view) <= kStagedMaxBytes;
   auto with_tiles = [&](auto group_blocks) {
     constexpr int kGroupBlocks = decltype(group_blocks)::value;
-    if (most_rows <= 8)
-      launch_mma<kKind, 1, kGroupBlocks>(x, view, out, k, m, rows, launches);
+    if (most_rows <= 8 && staged)
+      launch_mma<kKind, 1, kGroupBlocks, true>(x, view, out, k, m, rows, launches);
+    else if (most_rows <= 8)
+      launch_mma<kKind, 1, kGroupBlocks, false>(x, view, out, k, m, rows, launches);
     else
-      launch_mma<kKind, 2, kGroupBlocks>(x, view, out, k, m, rows, launches);
+      launch_mma<kKind, 2, kGroupBlocks, false>(x, view, out, k, m, rows, launches);
   };
   if (group == 32) return with_tiles(std::integral_constant<int, 1>{});
   if constexpr (kKind != QuantKind::q8_0 && kKind != QuantKind::q4_0) {
@@ -330,6 +410,23 @@ void launch_kind(const float* x, const QuantView& view, float* out, int64_t k, i
 }
 
 }  // namespace
+
+void prepare_matmul_quant_mma() {
+  auto allow = [](auto kernel) {
+    LOCKSTEP_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStagedMaxBytes)));
+  };
+  for (QuantKind kind : {QuantKind::affine4, QuantKind::affine8, QuantKind::q8_0, QuantKind::q4_0, QuantKind::fp8})
+    with_quant_kind(kind, [&](auto c) {
+      constexpr QuantKind kKind = decltype(c)::value;
+      if constexpr (kKind == QuantKind::affine4 || kKind == QuantKind::affine8 || kKind == QuantKind::fp8) {
+        allow(matmul_quant_mma_kernel<kKind, 1, 1, true>);
+        allow(matmul_quant_mma_kernel<kKind, 1, 2, true>);
+        allow(matmul_quant_mma_kernel<kKind, 1, 4, true>);
+      } else if constexpr (kKind == QuantKind::q8_0 || kKind == QuantKind::q4_0) {
+        allow(matmul_quant_mma_kernel<kKind, 1, 1, true>);
+      }
+    });
+}
 
 bool quant_on_tensor_cores(QuantKind kind) {
   return kind == QuantKind::affine4 || kind == QuantKind::affine8 || kind == QuantKind::q8_0 ||
