@@ -29,7 +29,7 @@ struct ServeFlags {
   int32_t parallel = 8;
   int32_t max_queue = 64;
   int64_t chunk = 256;
-  int64_t pass_rows = 0;  // 0: --chunk + --parallel
+  int64_t pass_rows = 0;  // 0: default_pass_rows
   float temperature = 0.0f;
   bool no_thinking = false;
   DraftFlags drafts;
@@ -55,6 +55,18 @@ std::string folder_name(const std::string& dir) {
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   size_t slash = trimmed.rfind('/');
   return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+}
+
+// Rows a pass holds unless --pass-rows says: a chunk beside every decoding stream, and on the
+// GPU at least 4,096, so a burst of new prompts fills in a pass or two. (The 30B shape on one
+// H200 at 64 streams: time to first token p95 1,377 ms at the old default of --chunk +
+// --parallel, 547 ms at 4,096, and served tok/s 1.06x; docs/gpu-performance.md, "Session 48".)
+// On the CPU a pass that size would stall the decoding streams for seconds.
+constexpr int64_t kGpuPassRows = 4096;
+
+int64_t default_pass_rows(const ServeFlags& flags) {
+  const int64_t least = flags.chunk + flags.parallel;
+  return flags.model.backend == "cuda" ? std::max(least, kGpuPassRows) : least;
 }
 
 int run_serve(const ServeFlags& flags) {
@@ -95,9 +107,9 @@ int run_serve(const ServeFlags& flags) {
 
   // Models with state: as many state slots again hold the prompt cache's snapshots on the device.
   ModelOptions options;
-  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step), or with
-  // --pass-rows more: the next chunks of several new prompts.
-  options.max_rows = flags.pass_rows > 0 ? flags.pass_rows : flags.chunk + flags.parallel;
+  // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step), and up
+  // to --pass-rows (or its default) more: the next chunks of several new prompts.
+  options.max_rows = flags.pass_rows > 0 ? flags.pass_rows : default_pass_rows(flags);
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
   size_draft_slots(flags.drafts, flags.model.backend, flags.parallel, options);
   ModelFlags model_flags = flags.model;
@@ -201,9 +213,10 @@ Command add_serve_command(CLI::App& app) {
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));
   command->add_option("--pass-rows", flags->pass_rows,
-                      "rows one forward pass holds (default --chunk + --parallel): past that, a fill step packs "
-                      "the next chunk of several new prompts, so a burst of them fills in fewer passes, for "
-                      "activation memory that grows with it")
+                      "rows one forward pass holds (default: --chunk + --parallel, and at least 4096 with "
+                      "--backend cuda): past a chunk beside the decoding streams, a fill step packs the next chunk "
+                      "of several new prompts, so a burst of them fills in fewer passes, for activation memory "
+                      "that grows with it")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   command->add_option("--max-connections", flags->http.max_connections,
                       "open connections; at the limit the one waiting longest for its request gives way, and "
