@@ -139,15 +139,20 @@ std::string shape_label(const MatmulCase& c) {
   return type + " [" + std::to_string(c.m) + ", " + std::to_string(c.k) + "]";
 }
 
-// Copies of one quantized weight of `c`'s shape (DummyWeights' rows) fill the arena.
-bool fill_quantized(const MatmulCase& c, Tensor& arena) {
+// Copies of one quantized weight of `c`'s shape (DummyWeights' rows) fill the arena, each
+// uploaded and prepared (Backend::prepare_matmul_weight) as a model's weights are.
+bool fill_quantized(CpuBackend& backend, const MatmulCase& c, Tensor& arena) {
   DummyWeights source(1);
   source.set_matmul_quantization(c.quant);
   Expected<std::optional<QuantizedWeight>> weight = source.quantized("bench.weight", Shape{c.m, c.k});
   if (!weight.ok() || !*weight || (*weight)->layout.format != c.quant->format) return false;
   const std::vector<std::byte>& rows = (*weight)->rows;
-  for (size_t at = 0; at + rows.size() <= arena.bytes(); at += rows.size())
-    std::memcpy(static_cast<char*>(arena.data) + at, rows.data(), rows.size());
+  for (size_t at = 0; at + rows.size() <= arena.bytes(); at += rows.size()) {
+    Tensor copy{static_cast<char*>(arena.data) + at, DType::quant, {c.m, c.k}};
+    copy.quant = *c.quant;
+    backend.upload(copy, rows.data());
+    backend.prepare_matmul_weight(copy);
+  }
   return true;
 }
 
@@ -190,7 +195,7 @@ int run(const Options& options) {
               "GFLOP/s");
   for (const MatmulCase& c : cases) {
     Tensor arena_view = arena.view();
-    if (c.quant && !fill_quantized(c, arena_view)) {
+    if (c.quant && !fill_quantized(backend, c, arena_view)) {
       std::fprintf(stderr, "matmul_bench: cannot make %s weights\n", shape_label(c).c_str());
       return 1;
     }

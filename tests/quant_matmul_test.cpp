@@ -150,13 +150,17 @@ TEST_P(QuantMatmul, ARowsBitsAreTheF32MatmulOfItsValuesAtAnyWidth) {
   // backend runs the AVX2 set on an AVX-512 machine). k = 2688 (the 30B
   // shape's width, formats whose blocks divide it) gives Q8_0 and Q4_0 rows that start off a
   // 16-byte boundary, as Q6_K's do at 512.
+  // Prepared weights (Backend::prepare_matmul_weight: the CPU's MLX 4-bit codes rearranged) give
+  // the same bits as the stored ones.
+  for (bool prepared : {false, true})
   for (int64_t k : {512, 8448, 2688})
   for (const Format& format : formats()) {
     if (k % block_values(format.layout) != 0) continue;
-    SCOPED_TRACE(format.name + ", k " + std::to_string(k));
+    SCOPED_TRACE(format.name + ", k " + std::to_string(k) + (prepared ? ", prepared" : ""));
     const std::vector<std::byte> stored = random_weight(format.layout, m, k, rng);
     OwnedTensor wq = backend->alloc_quantized(format.layout, {m, k});
     backend->upload(wq, stored.data());
+    if (prepared) backend->prepare_matmul_weight(wq);
     // The f32 weight of the same values.
     std::vector<float> values(size_t(m * k));
     for (int64_t r = 0; r < m; ++r)

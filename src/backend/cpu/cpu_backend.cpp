@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 namespace lockstep {
@@ -81,21 +82,51 @@ double CpuBackend::free_memory() {
 }
 
 void CpuBackend::release(const Tensor& tensor) {
+  forget_prepared(tensor);
   allocated_bytes_ -= double((std::max<size_t>(tensor.bytes(), 1) + 63) / 64 * 64);
   std::free(tensor.data);
 }
 
-void CpuBackend::upload(const Tensor& dst, const void* src) { std::memcpy(dst.data, src, dst.bytes()); }
+void CpuBackend::upload(const Tensor& dst, const void* src) {
+  forget_prepared(dst);  // the stored order again
+  std::memcpy(dst.data, src, dst.bytes());
+}
 
 void CpuBackend::download(void* dst, const Tensor& src) { std::memcpy(dst, src.data, src.bytes()); }
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) { std::memcpy(dst.data, src.data, src.bytes()); }
 
+void CpuBackend::prepare_matmul_weight(const Tensor& w) {
+  const int64_t k = w.shape.rank >= 2 ? w.shape[w.shape.rank - 1] : 0;
+  if (w.dtype != DType::quant || k == 0 || !cpu::takes_halves(matmul_, w.quant, k) || code_order(w) == cpu::CodeOrder::halves)
+    return;
+  auto* data = static_cast<std::byte*>(w.data);
+  cpu::split_nibbles(w.quant, data, w.numel() / k, k);
+  halves_[data] = data + w.bytes();
+}
+
+void CpuBackend::forget_prepared(const Tensor& t) {
+  const auto* begin = static_cast<const std::byte*>(t.data);
+  const std::byte* end = begin + t.bytes();
+  auto at = halves_.upper_bound(begin);
+  if (at != halves_.begin() && std::prev(at)->second > begin) --at;  // one that starts before and overlaps
+  while (at != halves_.end() && at->first < end) at = halves_.erase(at);
+}
+
+cpu::CodeOrder CpuBackend::code_order(const Tensor& w) const {
+  const auto* data = static_cast<const std::byte*>(w.data);
+  auto after = halves_.upper_bound(data);
+  if (after == halves_.begin()) return cpu::CodeOrder::stored;
+  --after;  // the last range starting at or before data
+  return data < after->second ? cpu::CodeOrder::halves : cpu::CodeOrder::stored;
+}
+
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {
   cpu::MatmulArgs args{x.as<float>(), w.data, out.as<float>(), x.rows(), x.cols(), w.shape[0]};
   if (w.dtype == DType::quant) {
+    const cpu::CodeOrder order = code_order(w);
     pool_.parallel_for(args.m, cpu::kColumnGrain, [&](int64_t begin, int64_t end) {
-      cpu::matmul_quantized(matmul_, args, w.quant, begin, end);
+      cpu::matmul_quantized(matmul_, args, w.quant, order, begin, end);
     });
     return;
   }

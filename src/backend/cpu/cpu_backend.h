@@ -6,6 +6,7 @@
 // cpu_moe.cpp.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,9 @@ class CpuBackend final : public Backend {
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  // MLX affine 4-bit weights get their codes in CodeOrder::halves (cpu/matmul.h), where the
+  // kernel set decodes that order; other weights stay as they are.
+  void prepare_matmul_weight(const Tensor& w) override;
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override;
@@ -75,6 +79,11 @@ class CpuBackend final : public Backend {
   double host_budget_ = -1;  // host memory free at the first alloc (-1: not yet read)
   ThreadPool pool_;
   cpu::MatmulKernels matmul_;
+  // The weights prepare_matmul_weight rearranged: first byte to one past the last (an expert's
+  // matrix is a slice of its stack's), until released or uploaded over (forget_prepared).
+  std::map<const std::byte*, const std::byte*> halves_;
+  cpu::CodeOrder code_order(const Tensor& w) const;
+  void forget_prepared(const Tensor& t);
   // MoE workspaces: grow to the largest pass seen, then stay.
   std::vector<float> moe_in_, moe_hidden_, moe_out_, moe_slots_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> moe_routed_;

@@ -25,14 +25,23 @@ struct MatmulArgs {
 // Computes out columns [col_begin, col_end) for every row.
 using MatmulFn = void (*)(const MatmulArgs& args, int64_t col_begin, int64_t col_end);
 
-// Computes out columns [col_begin, col_end) straight from a weight stored in `layout`, with
-// exactly the bits of the set's f32 kernel on the dequantized weight; false (writing nothing)
-// for a layout or pass it does not take.
-using QuantMatmulFn = bool (*)(const MatmulArgs& args, const QuantLayout& layout, int64_t col_begin, int64_t col_end);
+// Where a weight's codes sit. `stored`: as the format lays them out. `halves`: MLX affine
+// 4-bit codes that CpuBackend::prepare_matmul_weight rearranged (split_nibbles), each 16 bytes
+// of a row's codes holding the first 16 of their 32 values in the low nibbles and the last 16 in
+// the high ones, as Q4_0's blocks do, where the stored order has values 2i and 2i + 1 in byte i:
+// a decoder then widens the 16 bytes once for both halves (1.2x the stored order's rate, one
+// AVX-512 core, docs/cpu-performance.md). The values, and so every sum, are the same.
+enum class CodeOrder : uint8_t { stored, halves };
 
-// Writes the k values of one stored row in `layout` into out, exactly dequantize_stored_row's;
-// false (writing nothing) for a layout it does not take.
-using QuantRowFn = bool (*)(const QuantLayout& layout, const std::byte* row, int64_t k, float* out);
+// Computes out columns [col_begin, col_end) straight from a weight stored in `layout` (its
+// codes in `order`), with exactly the bits of the set's f32 kernel on the dequantized weight;
+// false (writing nothing) for a layout or pass it does not take.
+using QuantMatmulFn = bool (*)(const MatmulArgs& args, const QuantLayout& layout, CodeOrder order, int64_t col_begin,
+                               int64_t col_end);
+
+// Writes the k values of one stored row in `layout` (codes in `order`) into out, exactly
+// dequantize_stored_row's of the stored row; false (writing nothing) for a layout it does not take.
+using QuantRowFn = bool (*)(const QuantLayout& layout, CodeOrder order, const std::byte* row, int64_t k, float* out);
 
 struct MatmulKernels {
   const char* isa;
@@ -40,6 +49,7 @@ struct MatmulKernels {
   MatmulFn bf16;
   QuantMatmulFn quant = nullptr;  // null: every quantized matmul dequantizes into scratch
   QuantRowFn dequantize = nullptr;  // null: the scratch takes dequantize_stored_row's rows
+  bool halves = false;  // quant and dequantize take MLX affine 4-bit codes in CodeOrder::halves
 };
 
 MatmulKernels matmul_kernels_generic();
@@ -59,7 +69,12 @@ MatmulKernels select_matmul_kernels(std::string_view limit);
 // at a time, dequantized by the set's row decoder where it has one; either way exactly the bits the f32 kernel gives on the dequantized
 // weight (matmul_quant.cpp).
 void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& args, const QuantLayout& layout,
-                      int64_t col_begin, int64_t col_end);
+                      CodeOrder order, int64_t col_begin, int64_t col_end);
+
+// Whether `kernels` would take a weight of `layout` with rows of k values in CodeOrder::halves.
+bool takes_halves(const MatmulKernels& kernels, const QuantLayout& layout, int64_t k);
+// Rearranges `rows` stored rows of k values at `data` (MLX affine 4-bit) into CodeOrder::halves.
+void split_nibbles(const QuantLayout& layout, std::byte* data, int64_t rows, int64_t k);
 
 // A thread's share of columns [col_begin, col_end) as tiles of C columns spaced a C-th of the
 // share apart (tile(c, spacing) takes columns c, c + spacing, ..., c + (C - 1) * spacing), then

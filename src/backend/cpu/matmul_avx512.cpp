@@ -86,6 +86,8 @@ void matmul(const MatmulArgs& a, int64_t col_begin, int64_t col_end) {
 
 }  // namespace
 
-MatmulKernels matmul_kernels_avx512() { return {"avx512", matmul<false>, matmul<true>, quant_matmul_avx512(), quant_row_avx512()}; }
+MatmulKernels matmul_kernels_avx512() {
+  return {"avx512", matmul<false>, matmul<true>, quant_matmul_avx512(), quant_row_avx512(), true};
+}
 
 }  // namespace lockstep::cpu

@@ -6,6 +6,7 @@
 // format's own (tensor/quant.h), so a row's result has exactly the bits of the f32 matmul of
 // the dequantized weight, whatever the rows and columns that come with it.
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "backend/cpu/matmul.h"
@@ -20,9 +21,11 @@ constexpr int64_t kScratchFloats = 64 * 1024;
 
 }  // namespace
 
-void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const QuantLayout& layout,
+void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const QuantLayout& layout, CodeOrder order,
                       int64_t col_begin, int64_t col_end) {
-  if (kernels.quant && kernels.quant(a, layout, col_begin, col_end)) return;
+  if (order == CodeOrder::halves && !kernels.halves)
+    throw std::logic_error("matmul: codes in halves order for a kernel set without their decoder");
+  if (kernels.quant && kernels.quant(a, layout, order, col_begin, col_end)) return;
   const MatmulFn f32 = kernels.f32;
   thread_local std::vector<float> scratch;
   // Columns dequantized together: as many as fit the scratch, 4 to 16, a multiple of 4 (the
@@ -36,13 +39,33 @@ void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const Q
     for (int64_t c = 0; c < count; ++c) {
       const std::byte* row = rows + size_t(c) * row_bytes;
       float* values = scratch.data() + c * a.k;
-      if (!kernels.dequantize || !kernels.dequantize(layout, row, a.k, values))
+      if (!kernels.dequantize || !kernels.dequantize(layout, order, row, a.k, values)) {
+        if (order == CodeOrder::halves) throw std::logic_error("matmul: no decoder for codes in halves order");
         dequantize_stored_row(layout, row, a.k, values);
+      }
     }
     // The f32 kernel over these columns alone: w is the scratch, out starts at column c0 and
     // keeps the whole output's row stride m.
     MatmulArgs part{a.x, scratch.data(), a.out + c0, a.n, a.k, a.m};
     f32(part, 0, count);
+  }
+}
+
+bool takes_halves(const MatmulKernels& kernels, const QuantLayout& layout, int64_t k) {
+  return kernels.halves && layout.format == QuantFormat::mlx_affine && layout.bits == 4 && k % 32 == 0 &&
+         (layout.group == 32 || layout.group == 64 || layout.group == 128);
+}
+
+void split_nibbles(const QuantLayout& layout, std::byte* data, int64_t rows, int64_t k) {
+  const size_t row_bytes = quant_row_total(layout, k);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::byte* codes = data + size_t(r) * row_bytes;
+    for (int64_t pair = 0; pair < k / 32; ++pair) {
+      uint8_t* bytes = reinterpret_cast<uint8_t*>(codes + 16 * pair);
+      uint8_t values[32];
+      for (int i = 0; i < 16; ++i) values[2 * i] = bytes[i] & 0xF, values[2 * i + 1] = bytes[i] >> 4;
+      for (int i = 0; i < 16; ++i) bytes[i] = uint8_t(values[i] | values[16 + i] << 4);
+    }
   }
 }
 

@@ -115,8 +115,9 @@ struct Block32 {
 // roundings. A group's scale and bias are read once, at its first pair (the state), and at 4 bits
 // its table of 16 values made there. The width and the scales' type are the decoder's type, not
 // fields: read from the layout a pair, they left branches in the loop that took a third of the
-// one-row time.
-template <int kBits, DType kScale>
+// one-row time. kHalves: 4-bit codes in CodeOrder::halves (the pair's 16 bytes widened once, low
+// nibbles values 0 to 15, high ones 16 to 31).
+template <int kBits, DType kScale, bool kHalves = false>
 struct Affine {
   AffineLayout layout;
   static constexpr bool kScalesAfterCodes = true;  // spaced_one_row_tiles
@@ -131,7 +132,12 @@ struct Affine {
       state.bias = _mm512_set1_ps(load_scale(kScale, row + layout.biases_at + g * size));
       if constexpr (kBits == 4) state.table = _mm512_add_ps(_mm512_mul_ps(codes_0_15(), state.scale), state.bias);
     }
-    if constexpr (kBits == 4) {
+    if constexpr (kHalves) {
+      // The look-up reads an index's low 4 bits only: the high nibbles shifted down, no mask.
+      const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * j)));
+      w0 = _mm512_permutexvar_ps(wide, state.table);
+      w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(wide, 4), state.table);
+    } else if constexpr (kBits == 4) {
       // Values from the low bits of each little-endian word: a byte holds two, low nibble first.
       // The look-up reads an index's low 4 bits only, so nothing is masked: the low nibbles are
       // the bytes as they are, the high ones the bytes shifted right by 4.
@@ -358,6 +364,8 @@ struct Avx512 {
   using Q6K = decoders::Q6K;
   template <int kBits, DType kScale>
   using Affine = decoders::Affine<kBits, kScale>;
+  template <DType kScale>
+  using AffineHalves = decoders::Affine<4, kScale, true>;
   using Fp8 = decoders::Fp8;
   template <class Decode>
   static void fused(const MatmulArgs& a, const Decode& decode, size_t row_bytes, int64_t col_begin, int64_t col_end) {

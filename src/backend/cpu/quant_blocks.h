@@ -157,11 +157,28 @@ template <class Decode>
 using StateOf = typename StateType<Decode>::type;
 
 // Calls use(decoder) with `Isa`'s decoder for rows of k values in `layout` (Isa::Q8_0, Q4_0,
-// Block32<F>, Q4K, Q5K, Q6K, Affine<bits, scale type>{AffineLayout} or Fp8{pairs shift, k});
-// false, calling nothing, for a layout it has none for or a k that is not whole pairs.
+// Block32<F>, Q4K, Q5K, Q6K, Affine<bits, scale type>{AffineLayout} or Fp8{pairs shift, k}; for
+// codes in CodeOrder::halves, AffineHalves<scale type>, where Isa has it); false, calling
+// nothing, for a layout it has none for or a k that is not whole pairs.
 template <class Isa, class Use>
-bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
+bool with_decoder(const QuantLayout& layout, CodeOrder order, int64_t k, Use&& use) {
   if (k % 32 != 0) return false;
+  if (order == CodeOrder::halves) {  // MLX affine 4-bit only (split_nibbles), where Isa decodes it
+    if constexpr (requires { typename Isa::template AffineHalves<DType::bf16>; }) {
+      const int shift = pairs_shift_of(layout.group);
+      if (layout.format != QuantFormat::mlx_affine || layout.bits != 4 || shift < 0) return false;
+      const size_t scales_at = size_t(k) / 2;
+      const AffineLayout affine{4, shift, layout.scale_type, scales_at,
+                                scales_at + size_t(k / layout.group) * dtype_size(layout.scale_type)};
+      switch (layout.scale_type) {
+        case DType::bf16: use(typename Isa::template AffineHalves<DType::bf16>{affine}); return true;
+        case DType::f16: use(typename Isa::template AffineHalves<DType::f16>{affine}); return true;
+        case DType::f32: use(typename Isa::template AffineHalves<DType::f32>{affine}); return true;
+        default: return false;
+      }
+    }
+    return false;
+  }
   switch (layout.format) {
     case QuantFormat::q8_0: use(typename Isa::Q8_0{}); return true;
     case QuantFormat::q4_0: use(typename Isa::Q4_0{}); return true;
@@ -203,18 +220,19 @@ bool with_decoder(const QuantLayout& layout, int64_t k, Use&& use) {
 // The pass through `Isa`'s fused kernel, Isa::fused(args, decoder, row_bytes, col_begin,
 // col_end); false for a pass or layout it does not take.
 template <class Isa>
-bool fused_pass(const MatmulArgs& a, const QuantLayout& layout, int64_t col_begin, int64_t col_end) {
+bool fused_pass(const MatmulArgs& a, const QuantLayout& layout, CodeOrder order, int64_t col_begin,
+                int64_t col_end) {
   if (a.n > kMaxFusedRows) return false;
   const size_t row_bytes = quant_row_total(layout, a.k);
-  return with_decoder<Isa>(layout, a.k,
+  return with_decoder<Isa>(layout, order, a.k,
                            [&](const auto& decode) { Isa::fused(a, decode, row_bytes, col_begin, col_end); });
 }
 
 // One stored row's k values into out through `Isa`'s decoder, Isa::dequantize(decoder, row,
 // k, out): exactly dequantize_stored_row's floats; false for a layout it does not take.
 template <class Isa>
-bool dequantize_pass(const QuantLayout& layout, const std::byte* row, int64_t k, float* out) {
-  return with_decoder<Isa>(layout, k, [&](const auto& decode) { Isa::dequantize(decode, row, k, out); });
+bool dequantize_pass(const QuantLayout& layout, CodeOrder order, const std::byte* row, int64_t k, float* out) {
+  return with_decoder<Isa>(layout, order, k, [&](const auto& decode) { Isa::dequantize(decode, row, k, out); });
 }
 
 }  // namespace lockstep::cpu::quant_blocks
