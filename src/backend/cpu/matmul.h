@@ -29,8 +29,8 @@ using MatmulFn = void (*)(const MatmulArgs& args, int64_t col_begin, int64_t col
 // 4-bit codes that CpuBackend::prepare_matmul_weight rearranged (split_nibbles), each 16 bytes
 // of a row's codes holding the first 16 of their 32 values in the low nibbles and the last 16 in
 // the high ones, as Q4_0's blocks do, where the stored order has values 2i and 2i + 1 in byte i:
-// a decoder then widens the 16 bytes once for both halves (1.2x the stored order's rate, one
-// AVX-512 core, docs/cpu-performance.md). The values, and so every sum, are the same.
+// a decoder then widens the 16 bytes once for both halves (the AVX-512 set: 1.1x to 1.2x the
+// stored order's rate from cache, README "Session 48"). The values, and so every sum, are the same.
 enum class CodeOrder : uint8_t { stored, halves };
 
 // Computes out columns [col_begin, col_end) straight from a weight stored in `layout` (its
