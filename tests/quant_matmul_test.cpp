@@ -374,5 +374,54 @@ TEST_P(QuantMatmul, EveryFp8CodeEmbedsAsItsValue) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, QuantMatmul, ::testing::ValuesIn(test_backend_names()), backend_param_name);
 
+// The CPU backend remembers which memory prepare_matmul_weight rearranged (MLX 4-bit codes in
+// halves order): an expert's slice of a prepared stack reads as prepared, an upload over one
+// expert returns that expert alone to the stored order, and freed memory forgets it.
+TEST(CpuPreparedWeights, SlicesUploadsAndReleasesKeepEachWeightsOrder) {
+  CpuBackend backend(2);
+  if (std::string(backend.isa()) != "avx512") GTEST_SKIP() << "only the AVX-512 set rearranges 4-bit codes";
+  const QuantLayout layout{QuantFormat::mlx_affine, 64, 4, DType::bf16};
+  const int64_t experts = 3, m = 16, k = 256;
+  std::mt19937 rng(11);
+  std::vector<std::byte> stored = random_weight(layout, experts * m, k, rng);
+  const size_t matrix_bytes = stored.size() / size_t(experts);
+  std::vector<float> x(static_cast<size_t>(k));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  OwnedTensor xs = backend.alloc(DType::f32, {1, k});
+  backend.upload(xs, x.data());
+  // Row x times expert e's matrix, taken from `stack`.
+  auto product = [&](const Tensor& stack, int64_t e) {
+    OwnedTensor out = backend.alloc(DType::f32, {1, m});
+    backend.matmul(xs, stack.first_dim_slice(e, 1).reshaped(Shape{m, k}), out);
+    std::vector<float> got(static_cast<size_t>(m));
+    backend.download(got.data(), out);
+    return got;
+  };
+  OwnedTensor reference = backend.alloc_quantized(layout, {experts, m, k});  // never prepared
+  backend.upload(reference, stored.data());
+  OwnedTensor stack = backend.alloc_quantized(layout, {experts, m, k});
+  backend.upload(stack, stored.data());
+  backend.prepare_matmul_weight(stack);
+  backend.prepare_matmul_weight(stack);  // a second time changes nothing
+  for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(product(stack, e), product(reference, e)) << "expert " << e;
+  EXPECT_THROW(backend.prepare_matmul_weight(stack.view().first_dim_slice(1, 2)), std::logic_error);
+
+  // Expert 1 uploaded again, with other codes: it reads in the stored order, 0 and 2 as prepared.
+  const std::vector<std::byte> other = random_weight(layout, m, k, rng);
+  backend.upload(stack.view().first_dim_slice(1, 1), other.data());
+  std::copy(other.begin(), other.end(), stored.begin() + std::ptrdiff_t(matrix_bytes));
+  backend.upload(reference, stored.data());
+  for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(product(stack, e), product(reference, e)) << "expert " << e;
+
+  // Freed, and the memory taken again by a weight left in the stored order.
+  const void* was = stack.view().data;
+  stack = OwnedTensor();
+  OwnedTensor again = backend.alloc_quantized(layout, {experts, m, k});
+  backend.upload(again, stored.data());
+  SCOPED_TRACE(again.view().data == was ? "the same memory" : "other memory");
+  for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(product(again, e), product(reference, e)) << "expert " << e;
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -356,7 +356,10 @@ Expected<OwnedTensor> upload_experts(const WeightSource& weights, Backend& backe
   if (names.ranks == 1) {
     auto quantized = quantized_experts(weights, backend, names, shape, cut, all, extra);
     if (!quantized.ok()) return quantized.error();
-    if (*quantized) return std::move(**quantized);  // as stored: --quantize leaves it
+    if (*quantized) {  // as stored: --quantize leaves it
+      if (use == WeightUse::matmul) backend.prepare_matmul_weight((*quantized)->view());
+      return std::move(**quantized);
+    }
   }
   OwnedTensor tensor;
   // Allocates the stack at the first tensor's dtype; every other must give the same.

@@ -94,15 +94,28 @@ void CpuBackend::upload(const Tensor& dst, const void* src) {
 
 void CpuBackend::download(void* dst, const Tensor& src) { std::memcpy(dst, src.data, src.bytes()); }
 
-void CpuBackend::copy(const Tensor& dst, const Tensor& src) { std::memcpy(dst.data, src.data, src.bytes()); }
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+  if (code_order(src) == cpu::CodeOrder::halves)
+    throw std::logic_error("copy: a weight prepare_matmul_weight rearranged is read by the matmuls alone");
+  forget_prepared(dst);
+  std::memcpy(dst.data, src.data, src.bytes());
+}
 
 void CpuBackend::prepare_matmul_weight(const Tensor& w) {
   const int64_t k = w.shape.rank >= 2 ? w.shape[w.shape.rank - 1] : 0;
-  if (w.dtype != DType::quant || k == 0 || !cpu::takes_halves(matmul_, w.quant, k) || code_order(w) == cpu::CodeOrder::halves)
-    return;
+  if (w.dtype != DType::quant || k == 0 || !cpu::takes_halves(matmul_, w.quant, k)) return;
   auto* data = static_cast<std::byte*>(w.data);
-  cpu::split_nibbles(w.quant, data, w.numel() / k, k);
-  halves_[data] = data + w.bytes();
+  const std::byte* end = data + w.bytes();
+  auto after = halves_.upper_bound(data);
+  if (after != halves_.begin() && std::prev(after)->first == data && std::prev(after)->second == end) return;  // again
+  const bool overlaps = (after != halves_.begin() && std::prev(after)->second > data) ||
+                        (after != halves_.end() && after->first < end);
+  if (overlaps) throw std::logic_error("prepare_matmul_weight: part of this weight was prepared as another");
+  const size_t row_bytes = quant_row_total(w.quant, k);
+  pool_.parallel_for(w.numel() / k, 64, [&](int64_t begin, int64_t rows_end) {
+    cpu::split_nibbles(w.quant, data + size_t(begin) * row_bytes, rows_end - begin, k);
+  });
+  halves_[data] = end;
 }
 
 void CpuBackend::forget_prepared(const Tensor& t) {
@@ -110,7 +123,15 @@ void CpuBackend::forget_prepared(const Tensor& t) {
   const std::byte* end = begin + t.bytes();
   auto at = halves_.upper_bound(begin);
   if (at != halves_.begin() && std::prev(at)->second > begin) --at;  // one that starts before and overlaps
-  while (at != halves_.end() && at->first < end) at = halves_.erase(at);
+  // What lies outside [begin, end) of an overlapping range (the other experts of a stack one
+  // expert of which is uploaded again) keeps its order.
+  std::vector<std::pair<const std::byte*, const std::byte*>> kept;
+  while (at != halves_.end() && at->first < end) {
+    if (at->first < begin) kept.emplace_back(at->first, begin);
+    if (at->second > end) kept.emplace_back(end, at->second);
+    at = halves_.erase(at);
+  }
+  for (const auto& [first, last] : kept) halves_[first] = last;
 }
 
 cpu::CodeOrder CpuBackend::code_order(const Tensor& w) const {
