@@ -67,5 +67,43 @@ TEST(ServePassRows, ABurstOfPromptsFillsInFewerPassesWithTheSameReplies) {
   EXPECT_LT(wide_steps, narrow_steps);
 }
 
+TEST(ServePassRows, PromptLogprobsInAWidePassAreTheOnesOfTheDefaultPass) {
+  // A pass of 64 rows asks for at most --chunk + --parallel (12) logit rows: a chunk scored for
+  // its prompt logprobs (echo with logprobs) waits for a pass with logit rows to spare, and
+  // every score and token is the default pass's.
+  std::vector<json> requests;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> prompt;
+    for (int p = 0; p < 40; ++p) prompt.push_back(int32_t(1 + (29 * i + 13 * p) % 500));
+    json request = {{"prompt", prompt}, {"max_tokens", 4}, {"ignore_eos", true}, {"temperature", 0}};
+    if (i < 3) request["echo"] = true, request["logprobs"] = 1;
+    requests.push_back(request);
+  }
+  ServeProcess wide(test_data("llama"), {"--chunk", "8", "--parallel", "4", "--pass-rows", "64"});
+  ServeProcess narrow(test_data("llama"), {"--chunk", "8", "--parallel", "4"});
+  ASSERT_GT(wide.port, 0);
+  ASSERT_GT(narrow.port, 0);
+  auto send = [&](int port) {
+    std::vector<HttpReply> replies(requests.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < requests.size(); ++i)
+      threads.emplace_back(
+          [&, i] { replies[i] = http_request(port, "POST", "/v1/completions", requests[i].dump()); });
+    for (std::thread& t : threads) t.join();
+    return replies;
+  };
+  const std::vector<HttpReply> packed = send(wide.port), one_chunk = send(narrow.port);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_EQ(packed[i].status, 200) << packed[i].body;
+    ASSERT_EQ(one_chunk[i].status, 200) << one_chunk[i].body;
+    const json a = json::parse(packed[i].body)["choices"][0], b = json::parse(one_chunk[i].body)["choices"][0];
+    EXPECT_EQ(a["text"], b["text"]) << "request " << i;
+    EXPECT_EQ(a["logprobs"], b["logprobs"]) << "request " << i;
+    if (i < 3) {
+      EXPECT_GE(a["logprobs"]["token_logprobs"].size(), 40u) << "the prompt's scores and the reply's";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -110,6 +110,10 @@ int run_serve(const ServeFlags& flags) {
   // A pass holds a fill chunk and a row of every stream beside it (LaneHost::fill_step), and up
   // to --pass-rows (or its default) more: the next chunks of several new prompts.
   options.max_rows = flags.pass_rows > 0 ? flags.pass_rows : default_pass_rows(flags);
+  // Logit rows as a pass of --chunk + --parallel rows would ask: a row a stream and a chunk's
+  // prompt logprobs. A larger pass packs more prompts, each asking for its one draw, and a
+  // scored chunk waits for a pass with logit rows to spare.
+  options.max_logit_rows = flags.chunk + flags.parallel;
   options.state_slots = cache_gib > 0 ? 2 * flags.parallel : flags.parallel;
   size_draft_slots(flags.drafts, flags.model.backend, flags.parallel, options);
   ModelFlags model_flags = flags.model;

@@ -66,8 +66,11 @@ LaneHost::LaneHost(StepRunner& runner, LaneSettings settings)
     : runner_(runner), settings_(fit_drafts(runner.info(), settings)), memory_(memory_settings(runner, settings_)) {
   const ModelInfo& info = runner.info();
   note_memory();
-  settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, info.max_rows));
-  settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(info.max_rows)));
+  // A chunk, and a round of every stream, each fit a pass's rows and its logit rows (a chunk
+  // scored for prompt logprobs asks for a logit row a token).
+  const int64_t pass_rows = std::min(info.max_rows, logit_row_limit(info));
+  settings_.chunk_size = std::max<int64_t>(1, std::min(settings_.chunk_size, pass_rows));
+  settings_.max_streams = std::max(1, std::min<int32_t>(settings_.max_streams, int32_t(pass_rows)));
   const int32_t cached = cache_slots(info, settings_), windows = window_slots(info, settings_);
   if (info.state_slots > 0) settings_.max_streams = std::min(settings_.max_streams, info.state_slots - cached - windows);
   for (int32_t slot = info.state_slots - cached - windows; slot < info.state_slots - cached; ++slot)
@@ -159,12 +162,13 @@ bool LaneHost::step() {
     decoding += stream->phase == Phase::decoding;
   }
   // The decoding rows ride in a fill step when they fit beside the oldest filling stream's
-  // chunk; where they do not (a pass of the model's max_rows holds a chunk and no more), fill
-  // steps without them and rounds alternate.
+  // chunk, rows and logit rows; where they do not (a pass of the model's max_rows holds a chunk
+  // and no more), fill steps without them and rounds alternate.
   const auto start = std::chrono::steady_clock::now();
   const auto rides = [&] {
     const FillChunk& next = oldest_filling->plan[oldest_filling->next_chunk];
-    return decoding + (next.end - next.begin) <= runner_.info().max_rows;
+    return decoding + (next.end - next.begin) <= runner_.info().max_rows &&
+           decoding + chunk_logit_rows(*oldest_filling, next) <= logit_row_limit(runner_.info());
   };
   if (oldest_filling && (decoding == 0 || rides())) {
     fill_step(true);

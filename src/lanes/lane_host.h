@@ -228,6 +228,10 @@ class LaneHost {
   // With prompt_logprobs: a scoring logit row for each chunk row (the chunk's rows from
   // first_row) whose next token is the prompt's (after every plan_token row). Returns how many.
   size_t plan_prompt_scores(const Stream& stream, const FillChunk& chunk, int32_t first_row);
+  // The logit rows filling `chunk` (the stream's next) asks for: its draw, if it is the last,
+  // and its prompt-scoring rows.
+  static int64_t scored_end(const Stream& stream, const FillChunk& chunk);
+  static int64_t chunk_logit_rows(const Stream& stream, const FillChunk& chunk);
   // Reports `id` (with its logprobs when asked) as the token at the stream's next position and
   // ends the stream if it is done (finish_after).
   // Returns false when the stream has ended (or been cancelled) and takes no more tokens.

@@ -113,5 +113,42 @@ TEST(LanePromptScores, AScoringStreamNeitherResumesFromNorFillsThePromptCache) {
   EXPECT_EQ(scored.outcome.ids, first.ids);
 }
 
+// A model whose passes hold few logit rows (ModelInfo::max_logit_rows, which serve sets to
+// --chunk + --parallel): scored chunks take a pass with logit rows to spare, short prompts still
+// pack beside them, no pass asks for more, and every score and token is as without the limit.
+TEST(LanePromptScores, ScoredChunksWaitForLogitRowsWithTheSameScores) {
+  auto run = [](int64_t logit_rows, std::vector<Scored>& scored, size_t& most_logits, size_t& most_sequences) {
+    RecordingRunner runner{kVocab, 64, 512, 16, 128, 8};
+    if (logit_rows > 0) runner.limit_logit_rows(logit_rows);
+    LaneHost host(runner, {16, 6, 16});
+    for (int i = 0; i < 6; ++i) {
+      GenerateRequest request = request_of(i < 3 ? 40 : 5, 4, 3 + 11 * i);
+      request.prompt_logprobs = i < 3 ? 1 : -1;
+      submit_scored(host, request, scored[size_t(i)]);
+    }
+    run_until_idle(host);
+    for (const auto& call : runner.calls) {
+      most_logits = std::max(most_logits, call.logit_rows.size());
+      most_sequences = std::max(most_sequences, call.sequences);
+    }
+  };
+  std::vector<Scored> limited(6), free(6);
+  size_t limited_logits = 0, limited_sequences = 0, free_logits = 0, free_sequences = 0;
+  run(22, limited, limited_logits, limited_sequences);
+  run(0, free, free_logits, free_sequences);
+  EXPECT_LE(limited_logits, 22u);
+  EXPECT_GT(free_logits, 22u) << "without the limit a pass packs several scored chunks";
+  EXPECT_GE(limited_sequences, 2u) << "short prompts still pack beside a scored chunk";
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(limited[i].outcome.ids, free[i].outcome.ids) << "stream " << i;
+    ASSERT_EQ(limited[i].prompt.size(), free[i].prompt.size()) << "stream " << i;
+    for (size_t p = 0; p < limited[i].prompt.size(); ++p) {
+      EXPECT_EQ(limited[i].prompt[p].id, free[i].prompt[p].id);
+      EXPECT_EQ(limited[i].prompt[p].top, free[i].prompt[p].top);
+    }
+  }
+  EXPECT_EQ(limited[0].prompt.size(), 39u);
+}
+
 }  // namespace
 }  // namespace lockstep

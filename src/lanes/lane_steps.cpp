@@ -39,6 +39,8 @@ void LaneHost::fill_step(bool with_rounds) {
   // chunk is the one its plan cuts (fill_plan), so packing changes no bits. The oldest always
   // fills.
   const int64_t max_rows = std::max<int64_t>(runner_.info().max_rows, 1);
+  const int64_t max_logit_rows = logit_row_limit(runner_.info());
+  int64_t logits = int64_t(batch.logit_rows.size());  // the decoding rows'; then each chunk's
   for (auto& candidate : active_) {
     Stream& stream = *candidate;
     if (stream.phase != Phase::filling || stream.ended) continue;
@@ -46,6 +48,7 @@ void LaneHost::fill_step(bool with_rounds) {
     // A resumed prefix only shortens the next chunk, so the planned one bounds it.
     const FillChunk planned = stream.plan[stream.next_chunk];
     if (!filled_.empty() && rows + (planned.end - planned.begin) > max_rows) continue;
+    if (!filled_.empty() && logits + chunk_logit_rows(stream, planned) > max_logit_rows) continue;
     if (!filled_.empty() && waits_for_shared_fill(stream)) continue;
     take_longer_prefix(stream);
     const FillChunk chunk = stream.plan[stream.next_chunk];
@@ -62,6 +65,7 @@ void LaneHost::fill_step(bool with_rounds) {
     // max_tokens 0: the prompt is filled (for its logprobs) and nothing drawn.
     const bool draws = last && stream.request.max_tokens > 0;
     if (draws) plan_token(stream, first_row + int32_t(chunk.end - chunk.begin) - 1, 0);
+    logits += chunk_logit_rows(stream, chunk);
     filled_.push_back({&stream, chunk, first_row, last, draws, 0});
   }
   // Every token row comes before the prompt-scoring rows (round_streams_ indexes the first).
@@ -129,8 +133,9 @@ size_t LaneHost::decoding_streams() const {
 
 void LaneHost::plan_windows(bool drafting) {
   ForwardBatch& batch = plan_.batch;
-  // Drafts take the rows a pass has beyond one a stream, and with state a slot each.
-  int64_t spare_rows = runner_.info().max_rows - int64_t(decoding_streams());
+  // Drafts take the rows (and logit rows) a pass has beyond one a stream, and with state a slot each.
+  const ModelInfo& info = runner_.info();
+  int64_t spare_rows = std::min(info.max_rows, logit_row_limit(info)) - int64_t(decoding_streams());
   size_t next_slot = 0;
   for (auto& stream : active_) {
     if (stream->phase != Phase::decoding) continue;
@@ -202,12 +207,23 @@ void LaneHost::plan_token(Stream& stream, int32_t logit_row, int64_t ahead) {
   round_streams_.push_back(&stream);
 }
 
+// The prompt positions of `chunk` scored for the stream's prompt logprobs: [chunk.begin, end).
+int64_t LaneHost::scored_end(const Stream& stream, const FillChunk& chunk) {
+  const int64_t prompt = int64_t(stream.request.prompt.size());
+  if (stream.request.prompt_logprobs < 0 || chunk.begin + 1 >= prompt) return chunk.begin;
+  return std::min(chunk.end, prompt - 1);
+}
+
+int64_t LaneHost::chunk_logit_rows(const Stream& stream, const FillChunk& chunk) {
+  const bool draws = stream.next_chunk + 1 == stream.plan.size() && stream.request.max_tokens > 0;
+  return (draws ? 1 : 0) + scored_end(stream, chunk) - chunk.begin;
+}
+
 size_t LaneHost::plan_prompt_scores(const Stream& stream, const FillChunk& chunk, int32_t first_row) {
   const int32_t top = stream.request.prompt_logprobs;
-  const int64_t prompt = int64_t(stream.request.prompt.size());
-  if (top < 0 || chunk.begin + 1 >= prompt) return 0;
+  const int64_t end = scored_end(stream, chunk);
+  if (end == chunk.begin) return 0;
   plan_.score_ids.resize(plan_.batch.logit_rows.size(), -1);
-  const int64_t end = std::min(chunk.end, prompt - 1);
   for (int64_t p = chunk.begin; p < end; ++p) {
     plan_.batch.logit_rows.push_back(first_row + int32_t(p - chunk.begin));
     plan_.samples.push_back({SamplingParams{}, p + 1});  // greedy; the row takes its score id

@@ -53,6 +53,7 @@ Status RecordingRunner::run(const StepPlan& plan, StepResult& result) {
   if (rows == 0 || int64_t(rows) > info_.max_rows) return make_error("a plan needs 1 to max_rows rows");
   if (batch.positions.size() != rows || batch.row_seq.size() != rows)
     return make_error("tokens, positions and row_seq must have one entry per row");
+  if (int64_t(picks) > logit_row_limit(info_)) return make_error("a plan asks for more logit rows than the model's");
   if (plan.samples.size() != picks || plan.top_logprobs.size() != picks)
     return make_error("samples and top_logprobs must have one entry per logit row");
   for (int32_t row : batch.logit_rows)

@@ -46,6 +46,7 @@ class RecordingRunner final : public StepRunner {
   // Refuses a plan whose rows do not pair with the last run's rows at their positions.
   Status draft(const DraftPlan& plan, std::vector<std::vector<int32_t>>& drafts) override;
   void give_head() { info_.draft_head = true; }
+  void limit_logit_rows(int64_t rows) { info_.max_logit_rows = rows; }
   std::function<bool(int64_t position)> wrong_at = [](int64_t position) { return position % 3 == 2; };
   size_t state_bytes() const override;
   void save_state(int32_t slot, std::byte* dst) override;

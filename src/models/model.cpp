@@ -86,6 +86,7 @@ int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_posit
   info_.page_size = options.page_size;
   info_.max_context = max_pages * options.page_size;
   info_.max_rows = options.max_rows;
+  info_.max_logit_rows = logit_rows_of(options);
   // Past INT32_MAX pages the pool could never be allocated: the cache's alloc refuses it.
   info_.kv_pages = int32_t(std::min<int64_t>(pages, INT32_MAX));
   return max_pages;
@@ -117,8 +118,9 @@ Status Model::check_batch(const ForwardBatch& batch) {
                       std::to_string(info_.max_rows));
   if (batch.positions.size() != n || batch.row_seq.size() != n)
     return make_error("tokens, positions and row_seq must have one entry per row");
-  if (int64_t(batch.logit_rows.size()) > info_.max_rows)
-    return make_error("too many logit rows");
+  if (int64_t(batch.logit_rows.size()) > info_.max_logit_rows)
+    return make_error("a forward pass asks for " + std::to_string(batch.logit_rows.size()) +
+                      " logit rows, past the model's " + std::to_string(info_.max_logit_rows));
   for (size_t r = 0; r < n; ++r) {
     if (batch.tokens[r] < 0 || batch.tokens[r] >= info_.vocab_size)
       return make_error("token id " + std::to_string(batch.tokens[r]) + " is outside the vocabulary [0, " +

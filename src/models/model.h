@@ -19,6 +19,10 @@ namespace lockstep {
 
 struct ModelOptions {
   int64_t max_rows = 256;    // rows one forward pass takes (a fill chunk, or a round)
+  // Rows of logits one pass may ask for (0: max_rows): the logits buffer is [this, vocab] f32,
+  // 2 GiB at 4,096 rows of a 131,072-entry vocabulary, where a pass of many short prompts' chunks
+  // asks for one row a prompt.
+  int64_t max_logit_rows = 0;
   int64_t max_context = 0;   // 0: the config's max_position_embeddings
   int32_t page_size = 16;    // positions per KV page, a power of two dividing kAttentionSplit
   int32_t kv_pages = 0;      // 0: enough for kv_sequences sequences of max_context
@@ -43,6 +47,12 @@ struct ModelOptions {
   // one backend (simulated ranks: the arithmetic that ranks on their own GPUs will reproduce).
   int32_t tensor_parallel = 1;
 };
+
+// The logit rows a model made with `options` takes: max_logit_rows, at most max_rows.
+inline int64_t logit_rows_of(const ModelOptions& options) {
+  return options.max_logit_rows > 0 && options.max_logit_rows < options.max_rows ? options.max_logit_rows
+                                                                                  : options.max_rows;
+}
 
 // The rank-order sum of tensor-parallel ranks' partial outputs: rank r writes its part into
 // target(r) (the sum itself for the first rank, `part` for the others), then add(r) adds it:

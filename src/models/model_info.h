@@ -15,6 +15,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;
   int64_t max_context = 0;       // positions a sequence may use (the KV page tables' reach)
   int64_t max_rows = 0;          // rows one forward pass takes
+  int64_t max_logit_rows = 0;    // rows of logits one pass may ask for (at most max_rows)
   int32_t page_size = 0;         // positions per KV page
   int32_t kv_pages = 0;          // pages in the model's cache; a KvPagePool hands them out
   int64_t kv_page_bytes = 0;     // backend memory of one page, over every layer
@@ -23,6 +24,11 @@ struct ModelInfo {
   bool draft_head = false;       // has an MTP head (Model::forward_draft)
   std::vector<int32_t> eos_ids;  // a generated id in this list ends the stream
 };
+
+// The logit rows one pass of `info`'s model may ask for (a model that does not say: max_rows).
+inline int64_t logit_row_limit(const ModelInfo& info) {
+  return info.max_logit_rows > 0 ? info.max_logit_rows : info.max_rows;
+}
 
 // One forward pass over rows of one or more sequences (host memory; the model uploads it).
 // Row r is token tokens[r] at position positions[r] of sequence row_seq[r]; that sequence's

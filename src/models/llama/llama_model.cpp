@@ -146,9 +146,10 @@ Status LlamaModel::allocate(const ModelOptions& options) {
   gate_ = backend_.alloc(DType::f32, {rows, width});
   up_ = backend_.alloc(DType::f32, {rows, width});
   act_ = backend_.alloc(DType::f32, {rows, width});
-  picked_ = backend_.alloc(DType::f32, {rows, c.hidden});
-  logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
-  head_.alloc(backend_, rows);
+  const int64_t logit_rows = logit_rows_of(options);
+  picked_ = backend_.alloc(DType::f32, {logit_rows, c.hidden});
+  logits_ = backend_.alloc(DType::f32, {logit_rows, c.vocab});
+  head_.alloc(backend_, logit_rows);
   // The KV pool last, so that with fit_memory it takes what the weights and activations left.
   auto fitted = fit_to_memory(options, c.max_positions, kv_bytes_per_position(c, ranks_), 0);
   if (!fitted.ok()) return fitted.error();

@@ -280,10 +280,12 @@ Status NemotronModel::allocate(const ModelOptions& asked) {
   main_inputs_ = BatchInputs(backend_, rows, max_pages, options.page_size);
   if (mtp_)
     for (size_t i = 0; i < kHeadInputs; ++i) head_inputs_.emplace_back(backend_, rows, max_pages, options.page_size, true);
-  for (OwnedTensor* t : {&x_, &h_, &out_, &picked_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
+  for (OwnedTensor* t : {&x_, &h_, &out_}) *t = backend_.alloc(DType::f32, {rows, c.hidden});
   if (ranks_ > 1) part_ = backend_.alloc(DType::f32, {rows, c.hidden});
-  logits_ = backend_.alloc(DType::f32, {rows, c.vocab});
-  head_.alloc(backend_, rows);
+  const int64_t logit_rows = logit_rows_of(options);
+  picked_ = backend_.alloc(DType::f32, {logit_rows, c.hidden});
+  logits_ = backend_.alloc(DType::f32, {logit_rows, c.vocab});
+  head_.alloc(backend_, logit_rows);
   if (c.count(LayerKind::mamba) > 0) {
     proj_ = backend_.alloc(DType::f32, {rows, c.mamba_inner() + c.conv_dim() + c.mamba_heads});
     z_ = backend_.alloc(DType::f32, {rows, c.mamba_inner()});
