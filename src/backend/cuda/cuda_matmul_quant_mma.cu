@@ -219,6 +219,17 @@ __device__ inline uint8_t* stage_bytes(uint8_t* dst, const uint8_t* src, size_t 
   return copy;
 }
 
+// Bytes from one staged row to the next. The lanes of a quad read 16 consecutive bytes of each of
+// 8 rows at once: rows a multiple of 128 bytes apart would all fall in the same shared-memory
+// banks (8-way conflicts; affine 4-bit at k = 4096 has rows of 2,304 bytes), so rows of whole
+// 16 bytes are spaced 16 bytes past a multiple of 128, which gives the 8 rows 32 distinct banks.
+// Others stay contiguous (their rows start at other offsets within 16 bytes, and cp.async keeps a
+// copy's offset): at most 2-way conflicts.
+__host__ __device__ inline size_t staged_stride(size_t row_bytes) {
+  if (row_bytes % 16 != 0) return row_bytes;
+  return row_bytes + (144 - row_bytes % 128) % 128;
+}
+
 // A block: kBlockCols columns from blockIdx.x * kBlockCols, one warp a run of k; the rows of
 // its group (grouped launches) or kPlainRows rows from blockIdx.y * kPlainRows (plain), taken
 // kTiles * 8 at a time. kGroupBlocks: k blocks of 32 a group.
@@ -241,10 +252,17 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
   const int64_t col0 = int64_t(blockIdx.x) * kBlockCols;
   const int64_t cols = min64(kBlockCols, m - col0);
   const uint8_t* copy = nullptr;  // kStaged: where the block's first row starts in shared memory
+  const size_t stride = staged_stride(w.row_bytes);
+  // The block's rows from `first_row` on into shared memory, `stride` apart.
+  const auto stage = [&](const uint8_t* first_row) {
+    if (stride == w.row_bytes) return stage_bytes(staged, first_row, size_t(cols) * w.row_bytes);
+    for (int64_t r = 0; r < cols; ++r) stage_bytes(staged + r * stride, first_row + r * w.row_bytes, w.row_bytes);
+    return staged + reinterpret_cast<uintptr_t>(first_row) % 16;  // every row's offset (rows of whole 16 bytes)
+  };
   // A plain launch's weights hang on no kernel's output: ask for them before the wait.
   if (!rows.segments) {
     if constexpr (kStaged)
-      copy = stage_bytes(staged, w.row(0, 0, col0, k), size_t(cols) * w.row_bytes);
+      copy = stage(w.row(0, 0, col0, k));
     else
       prefetch_run<kKind, 32 * kGroupBlocks>(w, blockIdx.x, m, k, g_begin, g_end, lane);
   }
@@ -263,7 +281,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
     return;
   }
   if constexpr (kStaged) {
-    if (rows.segments) copy = stage_bytes(staged, w.row(matrix, rows.group_stride, col0, k), size_t(cols) * w.row_bytes);
+    if (rows.segments) copy = stage(w.row(matrix, rows.group_stride, col0, k));
     bf16::wait_copies<0>();
     __syncthreads();
   }
@@ -274,7 +292,7 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t col = min64(col0 + 16 * c + g + 8 * h, m - 1);
-      w_rows[c][h] = kStaged ? copy + size_t(col - col0) * w.row_bytes : w.row(matrix, rows.group_stride, col, k);
+      w_rows[c][h] = kStaged ? copy + size_t(col - col0) * stride : w.row(matrix, rows.group_stride, col, k);
     }
 
   for (int64_t tile = first; tile < last; tile += kTileRows) {
@@ -352,11 +370,11 @@ __global__ void __launch_bounds__(kMaxRuns * 32)
   }
 }
 
-// The most shared memory a staged block takes (its rows, plus 16 bytes for their offset): two
+// The most shared memory a staged block takes (its rows, spaced, plus 16 bytes for their offset): two
 // blocks an SM with the partials.
 constexpr size_t kStagedMaxBytes = 100 * 1024;
 
-size_t staged_bytes(const QuantView& view) { return kBlockCols * view.row_bytes + 16; }
+size_t staged_bytes(const QuantView& view) { return kBlockCols * staged_stride(view.row_bytes) + 16; }
 
 // LOCKSTEP_CUDA_QUANT_STAGED=1 (an experiment until measured): launches of up to 8 rows a
 // weight (or a group) stage their blocks' rows in shared memory, where their rows fit.
