@@ -23,14 +23,20 @@ double fill_steps(int port) {
   return metric_value(http_request(port, "GET", "/metrics").body, "lockstep_fill_steps_total");
 }
 
-// Each request on its own thread, all at once; the replies' token ids in request order.
-std::vector<std::vector<int32_t>> send_together(int port, const std::vector<json>& requests) {
+// Each request on its own thread, all at once; the replies in request order.
+std::vector<HttpReply> send_all(int port, const std::vector<json>& requests) {
   std::vector<HttpReply> replies(requests.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < requests.size(); ++i)
     threads.emplace_back(
         [&, i] { replies[i] = http_request(port, "POST", "/v1/completions", requests[i].dump()); });
   for (std::thread& t : threads) t.join();
+  return replies;
+}
+
+// send_all's replies' token ids.
+std::vector<std::vector<int32_t>> send_together(int port, const std::vector<json>& requests) {
+  const std::vector<HttpReply> replies = send_all(port, requests);
   std::vector<std::vector<int32_t>> ids;
   for (const HttpReply& reply : replies) {
     EXPECT_EQ(reply.status, 200) << reply.body;
@@ -83,16 +89,7 @@ TEST(ServePassRows, PromptLogprobsInAWidePassAreTheOnesOfTheDefaultPass) {
   ServeProcess narrow(test_data("llama"), {"--chunk", "8", "--parallel", "4"});
   ASSERT_GT(wide.port, 0);
   ASSERT_GT(narrow.port, 0);
-  auto send = [&](int port) {
-    std::vector<HttpReply> replies(requests.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < requests.size(); ++i)
-      threads.emplace_back(
-          [&, i] { replies[i] = http_request(port, "POST", "/v1/completions", requests[i].dump()); });
-    for (std::thread& t : threads) t.join();
-    return replies;
-  };
-  const std::vector<HttpReply> packed = send(wide.port), one_chunk = send(narrow.port);
+  const std::vector<HttpReply> packed = send_all(wide.port, requests), one_chunk = send_all(narrow.port, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     ASSERT_EQ(packed[i].status, 200) << packed[i].body;
     ASSERT_EQ(one_chunk[i].status, 200) << one_chunk[i].body;
