@@ -76,11 +76,12 @@ TEST(ServePassRows, ABurstOfPromptsFillsInFewerPassesWithTheSameReplies) {
 TEST(ServePassRows, PromptLogprobsInAWidePassAreTheOnesOfTheDefaultPass) {
   // A pass of 64 rows asks for at most --chunk + --parallel (12) logit rows: a chunk scored for
   // its prompt logprobs (echo with logprobs) waits for a pass with logit rows to spare, and
-  // every score and token is the default pass's.
+  // every score and token is the default pass's. (Prompts of 10 chunks, so they overlap however
+  // the requests are scheduled.)
   std::vector<json> requests;
   for (int i = 0; i < 4; ++i) {
     std::vector<int32_t> prompt;
-    for (int p = 0; p < 40; ++p) prompt.push_back(int32_t(1 + (29 * i + 13 * p) % 500));
+    for (int p = 0; p < 80; ++p) prompt.push_back(int32_t(1 + (29 * i + 13 * p) % 500));
     json request = {{"prompt", prompt}, {"max_tokens", 4}, {"ignore_eos", true}, {"temperature", 0}};
     if (i < 3) request["echo"] = true, request["logprobs"] = 1;
     requests.push_back(request);
@@ -97,9 +98,11 @@ TEST(ServePassRows, PromptLogprobsInAWidePassAreTheOnesOfTheDefaultPass) {
     EXPECT_EQ(a["text"], b["text"]) << "request " << i;
     EXPECT_EQ(a["logprobs"], b["logprobs"]) << "request " << i;
     if (i < 3) {
-      EXPECT_GE(a["logprobs"]["token_logprobs"].size(), 40u) << "the prompt's scores and the reply's";
+      EXPECT_GE(a["logprobs"]["token_logprobs"].size(), 80u) << "the prompt's scores and the reply's";
     }
   }
+  EXPECT_EQ(fill_steps(narrow.port), 40) << "4 prompts of 10 chunks, one chunk a pass";
+  EXPECT_LT(fill_steps(wide.port), 40) << "the unscored prompt's chunks pack beside the scored ones";
 }
 
 }  // namespace

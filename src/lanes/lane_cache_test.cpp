@@ -186,6 +186,33 @@ TEST_P(LaneCacheTest, StreamsAdmittedTogetherFillASharedPrefixOnce) {
   EXPECT_EQ(host.stats().unreserved_pages, 256);
 }
 
+TEST_P(LaneCacheTest, AStreamThatResumesIntoItsLastChunkCountsItsDrawAgainstTheLogitRows) {
+  // Passes of 33 logit rows: a stream scored for its prompt logprobs takes 32 a chunk, the
+  // sharer's last chunk 1. The third stream waits for the sharer's prefix, then resumes into its
+  // own last chunk, whose draw would be a 34th logit row: it waits a pass instead.
+  RecordingRunner wide{kVocab, /*max_rows=*/128, /*max_context=*/1024, /*page_size=*/16, /*kv_pages=*/256,
+                       /*state_slots=*/keeps_state() ? 8 : 0};
+  wide.limit_logit_rows(33);
+  LaneHost host(wide, cached_settings());
+  const std::vector<int32_t> system = tokens_of(128, 9);
+  std::vector<int32_t> sharer = system, resumer = system;
+  for (int32_t token : tokens_of(10, 50)) sharer.push_back(token);
+  for (int32_t token : tokens_of(11, 70)) resumer.push_back(token);
+  GenerateRequest scored = request_of(tokens_of(320, 5), 4);
+  scored.prompt_logprobs = 0;
+  const std::vector<GenerateRequest> requests = {request_of(sharer, 6), scored, request_of(resumer, 6)};
+  std::vector<Outcome> outcomes(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) submit(host, requests[i], outcomes[i]);
+  run_until_idle(host);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(outcomes[i].ids, alone_ids(requests[i])) << "stream " << i;
+    ASSERT_TRUE(outcomes[i].end.has_value());
+    EXPECT_EQ(outcomes[i].end->reason, FinishReason::length) << "stream " << i;
+  }
+  EXPECT_EQ(outcomes[2].end->cached_tokens, 128);
+  for (const auto& call : wide.calls) EXPECT_LE(call.logit_rows.size(), 33u);
+}
+
 TEST_P(LaneCacheTest, ARequestCanSkipTheCache) {
   LaneHost host(runner, cached_settings());
   GenerateRequest request = request_of(tokens_of(100, 1), 5);

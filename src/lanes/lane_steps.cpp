@@ -52,6 +52,9 @@ void LaneHost::fill_step(bool with_rounds) {
     if (!filled_.empty() && waits_for_shared_fill(stream)) continue;
     take_longer_prefix(stream);
     const FillChunk chunk = stream.plan[stream.next_chunk];
+    // A resumed prefix can make the chunk its prompt's last, with a draw: counted again (the
+    // stream keeps its resumed plan and fills in a later pass).
+    if (!filled_.empty() && logits + chunk_logit_rows(stream, chunk) > max_logit_rows) continue;
     const bool last = stream.next_chunk + 1 == stream.plan.size();
     memory_.grow(stream.memory, chunk.end);
     const int32_t seq = int32_t(batch.seq_pages.size()), first_row = int32_t(rows);

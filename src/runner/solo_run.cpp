@@ -10,7 +10,7 @@ namespace lockstep {
 
 SoloRun::SoloRun(Model& model, int64_t chunk_size)
     : model_(model),
-      chunk_size_(std::min(chunk_size, model.info().max_rows)),
+      chunk_size_(std::min({chunk_size, model.info().max_rows, logit_row_limit(model.info())})),
       pages_(model.info().kv_pages, model.info().page_size),
       slots_(model.info().state_slots) {
   if (model.info().state_slots > 0) slot_ = *slots_.acquire();
