@@ -106,11 +106,11 @@ void CpuBackend::prepare_matmul_weight(const Tensor& w) {
   if (w.dtype != DType::quant || k == 0 || !cpu::takes_halves(matmul_, w.quant, k)) return;
   auto* data = static_cast<std::byte*>(w.data);
   const std::byte* end = data + w.bytes();
-  auto after = halves_.upper_bound(data);
-  if (after != halves_.begin() && std::prev(after)->first == data && std::prev(after)->second == end) return;  // again
-  const bool overlaps = (after != halves_.begin() && std::prev(after)->second > data) ||
-                        (after != halves_.end() && after->first < end);
-  if (overlaps) throw std::logic_error("prepare_matmul_weight: part of this weight was prepared as another");
+  const auto at = first_prepared(data);
+  if (at != halves_.end() && at->first < end) {
+    if (at->first == data && at->second == end) return;  // prepared before
+    throw std::logic_error("prepare_matmul_weight: part of this weight was prepared as another");
+  }
   const size_t row_bytes = quant_row_total(w.quant, k);
   pool_.parallel_for(w.numel() / k, 64, [&](int64_t begin, int64_t rows_end) {
     cpu::split_nibbles(w.quant, data + size_t(begin) * row_bytes, rows_end - begin, k);
@@ -118,11 +118,16 @@ void CpuBackend::prepare_matmul_weight(const Tensor& w) {
   halves_[data] = end;
 }
 
+std::map<const std::byte*, const std::byte*>::const_iterator CpuBackend::first_prepared(const std::byte* at) const {
+  auto after = halves_.upper_bound(at);
+  if (after != halves_.begin() && std::prev(after)->second > at) --after;  // one that starts before and covers it
+  return after;
+}
+
 void CpuBackend::forget_prepared(const Tensor& t) {
   const auto* begin = static_cast<const std::byte*>(t.data);
   const std::byte* end = begin + t.bytes();
-  auto at = halves_.upper_bound(begin);
-  if (at != halves_.begin() && std::prev(at)->second > begin) --at;  // one that starts before and overlaps
+  auto at = first_prepared(begin);
   // What lies outside [begin, end) of an overlapping range (the other experts of a stack one
   // expert of which is uploaded again) keeps its order.
   std::vector<std::pair<const std::byte*, const std::byte*>> kept;
@@ -136,10 +141,8 @@ void CpuBackend::forget_prepared(const Tensor& t) {
 
 cpu::CodeOrder CpuBackend::code_order(const Tensor& w) const {
   const auto* data = static_cast<const std::byte*>(w.data);
-  auto after = halves_.upper_bound(data);
-  if (after == halves_.begin()) return cpu::CodeOrder::stored;
-  --after;  // the last range starting at or before data
-  return data < after->second ? cpu::CodeOrder::halves : cpu::CodeOrder::stored;
+  const auto at = first_prepared(data);
+  return at != halves_.end() && at->first <= data ? cpu::CodeOrder::halves : cpu::CodeOrder::stored;
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& out) {

@@ -82,6 +82,8 @@ class CpuBackend final : public Backend {
   // The weights prepare_matmul_weight rearranged: first byte to one past the last (an expert's
   // matrix is a slice of its stack's), until released or uploaded over (forget_prepared).
   std::map<const std::byte*, const std::byte*> halves_;
+  // The first prepared range that covers `at` or starts after it.
+  std::map<const std::byte*, const std::byte*>::const_iterator first_prepared(const std::byte* at) const;
   cpu::CodeOrder code_order(const Tensor& w) const;
   void forget_prepared(const Tensor& t);
   // MoE workspaces: grow to the largest pass seen, then stay.

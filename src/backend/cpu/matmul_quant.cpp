@@ -23,8 +23,6 @@ constexpr int64_t kScratchFloats = 64 * 1024;
 
 void matmul_quantized(const MatmulKernels& kernels, const MatmulArgs& a, const QuantLayout& layout, CodeOrder order,
                       int64_t col_begin, int64_t col_end) {
-  if (order == CodeOrder::halves && !kernels.halves)
-    throw std::logic_error("matmul: codes in halves order for a kernel set without their decoder");
   if (kernels.quant && kernels.quant(a, layout, order, col_begin, col_end)) return;
   const MatmulFn f32 = kernels.f32;
   thread_local std::vector<float> scratch;

@@ -163,22 +163,8 @@ using StateOf = typename StateType<Decode>::type;
 template <class Isa, class Use>
 bool with_decoder(const QuantLayout& layout, CodeOrder order, int64_t k, Use&& use) {
   if (k % 32 != 0) return false;
-  if (order == CodeOrder::halves) {  // MLX affine 4-bit only (split_nibbles), where Isa decodes it
-    if constexpr (requires { typename Isa::template AffineHalves<DType::bf16>; }) {
-      const int shift = pairs_shift_of(layout.group);
-      if (layout.format != QuantFormat::mlx_affine || layout.bits != 4 || shift < 0) return false;
-      const size_t scales_at = size_t(k) / 2;
-      const AffineLayout affine{4, shift, layout.scale_type, scales_at,
-                                scales_at + size_t(k / layout.group) * dtype_size(layout.scale_type)};
-      switch (layout.scale_type) {
-        case DType::bf16: use(typename Isa::template AffineHalves<DType::bf16>{affine}); return true;
-        case DType::f16: use(typename Isa::template AffineHalves<DType::f16>{affine}); return true;
-        case DType::f32: use(typename Isa::template AffineHalves<DType::f32>{affine}); return true;
-        default: return false;
-      }
-    }
-    return false;
-  }
+  // Codes in halves order are MLX affine 4-bit ones (split_nibbles) alone.
+  if (order == CodeOrder::halves && (layout.format != QuantFormat::mlx_affine || layout.bits != 4)) return false;
   switch (layout.format) {
     case QuantFormat::q8_0: use(typename Isa::Q8_0{}); return true;
     case QuantFormat::q4_0: use(typename Isa::Q4_0{}); return true;
@@ -195,12 +181,24 @@ bool with_decoder(const QuantLayout& layout, CodeOrder order, int64_t k, Use&& u
       const size_t scales_at = size_t(k) * size_t(layout.bits) / 8;
       const size_t biases_at = scales_at + size_t(k / layout.group) * dtype_size(layout.scale_type);
       const AffineLayout affine{layout.bits, shift, layout.scale_type, scales_at, biases_at};
-      // The width and the scales' type are the decoder's type (no branch on them a pair).
+      // The width, the scales' type and the codes' order are the decoder's type (no branch on
+      // them a pair); halves order where Isa has its decoder.
+      auto with_scale = [&]<int kBits, DType kScale>() {
+        if (order == CodeOrder::stored) {
+          use(typename Isa::template Affine<kBits, kScale>{affine});
+          return true;
+        }
+        if constexpr (requires { typename Isa::template AffineHalves<kScale>; }) {
+          use(typename Isa::template AffineHalves<kScale>{affine});
+          return true;
+        }
+        return false;
+      };
       auto with_width = [&]<int kBits>() {
         switch (layout.scale_type) {
-          case DType::bf16: use(typename Isa::template Affine<kBits, DType::bf16>{affine}); return true;
-          case DType::f16: use(typename Isa::template Affine<kBits, DType::f16>{affine}); return true;
-          case DType::f32: use(typename Isa::template Affine<kBits, DType::f32>{affine}); return true;
+          case DType::bf16: return with_scale.template operator()<kBits, DType::bf16>();
+          case DType::f16: return with_scale.template operator()<kBits, DType::f16>();
+          case DType::f32: return with_scale.template operator()<kBits, DType::f32>();
           default: return false;
         }
       };

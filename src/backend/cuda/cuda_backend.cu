@@ -37,6 +37,11 @@ bool switched_off(const char* name) {
   return value && std::string(value) == "0";
 }
 
+bool switched_on(const char* name) {
+  const char* value = std::getenv(name);
+  return value && std::string(value) == "1";
+}
+
 bool early_launches_on() {
   static const bool on = !switched_off("LOCKSTEP_CUDA_EARLY");
   return on;

@@ -106,6 +106,8 @@ __device__ inline void start_kernel() {
 bool early_launches_on();
 // Whether the environment variable `name` is set to "0" (the backend's off switches).
 bool switched_off(const char* name);
+// Whether it is set to "1" (the backend's experiments, off until measured).
+bool switched_on(const char* name);
 
 // Launches a kernel now with programmatic dependent launch (see wait_for_inputs); a launch
 // error aborts here, as any CUDA error does. Ops queue their launches through Launches

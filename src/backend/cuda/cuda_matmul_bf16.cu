@@ -64,10 +64,7 @@ int64_t threshold(const char* name, int64_t fallback) {
 // each list entry's row, so the wgmma kernels read x in list order and the TMA-fed one takes it.
 // Its split then holds rows.n rows, not x_rows.
 bool gathered_split(const MatmulRows& rows) {
-  static const bool on = [] {
-    const char* value = std::getenv("LOCKSTEP_CUDA_WGMMA_GATHER");
-    return value && std::string(value) == "1";
-  }();
+  static const bool on = switched_on("LOCKSTEP_CUDA_WGMMA_GATHER");
   return on && rows.in_rows != nullptr && rows.packed && wgmma_fills_on();
 }
 

@@ -21,8 +21,6 @@
 // take the same permutation, so every product pairs a code with its own x.
 #include <cuda_fp8.h>
 
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "backend/cuda/cuda_matmul_bf16.cuh"
@@ -379,10 +377,7 @@ size_t staged_bytes(const QuantView& view) { return kBlockCols * staged_stride(v
 // LOCKSTEP_CUDA_QUANT_STAGED=1 (an experiment until measured): launches of up to 8 rows a
 // weight (or a group) stage their blocks' rows in shared memory, where their rows fit.
 bool staged_on() {
-  static const bool on = [] {
-    const char* value = std::getenv("LOCKSTEP_CUDA_QUANT_STAGED");
-    return value && std::string(value) == "1";
-  }();
+  static const bool on = switched_on("LOCKSTEP_CUDA_QUANT_STAGED");
   return on;
 }
 
