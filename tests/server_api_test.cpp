@@ -45,7 +45,12 @@ TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
                           {{"best_of", 2}},
                           {{"suffix", "x"}},
                           {{"messages", json::array()}},
-                          {{"no_such_field", true}}};
+                          {{"no_such_field", true}},
+                          {{"user", 5}},
+                          {{"user", {{"id", 1}}}},
+                          // This model has no tokenizer: its replies have no text to stop or echo.
+                          {{"stop", "x"}},
+                          {{"echo", true}}};
   for (const json& extra : refused) {
     const std::string field = extra.begin().key();
     HttpReply reply = http_request(server.port(), "POST", "/v1/completions", body_of(extra).dump());
@@ -157,11 +162,18 @@ TEST(ServerApi, EverySeedAReplyReportsCanBeSentBack) {
 }
 
 TEST(ServerApi, ModelNamesAliasesAndVersion) {
-  TestServer server(test_data("llama"), "main-name", {.parallel = 2, .max_queue = 8, .aliases = {"other"}});
+  TestServer server(test_data("llama"), "main-name", {.parallel = 2, .max_queue = 8, .aliases = {"other", "org/m"}});
   json models = json::parse(http_request(server.port(), "GET", "/v1/models").body);
-  ASSERT_EQ(models["data"].size(), 2u);
+  ASSERT_EQ(models["data"].size(), 3u);
   EXPECT_EQ(models["data"][1]["id"], "other");
   EXPECT_EQ(http_request(server.port(), "GET", "/v1/models/other").status, 200);
+  // A '/' in a name, escaped as clients escape it or not.
+  for (const char* path : {"/v1/models/org%2Fm", "/v1/models/org%2fm", "/v1/models/org/m"}) {
+    HttpReply named = http_request(server.port(), "GET", path);
+    EXPECT_EQ(named.status, 200) << path;
+    EXPECT_EQ(json::parse(named.body)["id"], "org/m") << path;
+  }
+  EXPECT_EQ(http_request(server.port(), "GET", "/v1/models/org%zzm").status, 400);
   HttpReply missing = http_request(server.port(), "GET", "/v1/models/nope");
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(json::parse(missing.body)["error"]["code"], "model_not_found");
@@ -185,6 +197,15 @@ TEST(ServerApi, CorsLetsBrowserPagesCallTheApi) {
   EXPECT_EQ(preflight.header("access-control-allow-origin"), "https://app.example");
   EXPECT_NE(preflight.header("access-control-allow-headers").find("Authorization"), std::string::npos);
   EXPECT_NE(preflight.header("access-control-allow-methods").find("POST"), std::string::npos);
+  // The headers a client's page asks to send (openai-node sends its own X-Stainless-* ones).
+  HttpReply asking = request_with(server.port(), "OPTIONS", "/v1/chat/completions",
+                                  "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+                                  "Access-Control-Request-Headers: authorization, content-type, x-stainless-os\r\n");
+  EXPECT_EQ(asking.status, 204);
+  EXPECT_EQ(asking.header("access-control-allow-headers"), "authorization, content-type, x-stainless-os");
+  HttpReply odd = request_with(server.port(), "OPTIONS", "/v1/chat/completions",
+                               "Origin: https://app.example\r\nAccess-Control-Request-Headers: x-a; y=\"b\"\r\n");
+  EXPECT_EQ(odd.header("access-control-allow-headers"), "Authorization, Content-Type");
   HttpReply refused = http_request(server.port(), "GET", "/v1/models");
   EXPECT_EQ(refused.status, 401);
   EXPECT_EQ(refused.header("access-control-allow-origin"), "https://app.example") << "errors carry it too";

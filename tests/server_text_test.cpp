@@ -63,6 +63,23 @@ TEST_F(TextServer, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(post("/v1/chat/completions", parts)["choices"][0]["message"], reply["choices"][0]["message"]);
 }
 
+// Chat logprobs' `bytes` are the token's own bytes: a token holding part of a character (here
+// byte 0xE4, the first of 'ä') gives that byte, not the replacement character its text shows.
+TEST_F(TextServer, ChatLogprobBytesAreTheTokensOwnBytes) {
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 2},
+               {"logit_bias", {{"228", 100}}}, {"logprobs", true}, {"top_logprobs", 1}, {"temperature", 0}};
+  json reply = post("/v1/chat/completions", body);
+  const json& content = reply["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u) << reply.dump();
+  for (const json& token : content) {
+    EXPECT_EQ(token["bytes"], json::array({228})) << token;
+    EXPECT_EQ(token["top_logprobs"][0]["bytes"], json::array({228})) << token;
+  }
+  // Plain letters: the bytes of the text.
+  body["logit_bias"] = {{"104", 100}};  // 'h'
+  EXPECT_EQ(post("/v1/chat/completions", body)["choices"][0]["logprobs"]["content"][0]["bytes"], json::array({104}));
+}
+
 // A template that opens <think> in the prompt (chat_template_kwargs think, here): the reply is
 // thinking until the model closes it, so all of this untrained model's reply is reasoning_content,
 // streamed or not; without it there is no reasoning_content at all.

@@ -3,6 +3,7 @@
 // message.tool_calls (streamed as OpenAI streams them), and tool messages render back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -40,9 +41,9 @@ class ToolServer : public TextServer {
     ASSERT_TRUE(dir->write_file("config.json", model_config.dump()).ok());
     server = std::make_unique<TestServer>(dir->path(), "tiny", TestServerOptions{.context = 2048});
   }
-  json ask(json choice, int seed, bool stream = false) {
+  json ask(json choice, int seed, bool stream = false, bool parallel = false, int max_tokens = 300) {
     json body = {{"messages", {{{"role", "user"}, {"content", "weather in paris?"}}}}, {"tools", json::parse(kTools)},
-                 {"tool_choice", choice}, {"max_tokens", 300}, {"parallel_tool_calls", false}, {"temperature", 1.0}, {"seed", seed}, {"stream", stream}};
+                 {"tool_choice", choice}, {"max_tokens", max_tokens}, {"parallel_tool_calls", parallel}, {"temperature", 1.0}, {"seed", seed}, {"stream", stream}};
     if (!stream) return post("/v1/chat/completions", body);
     HttpReply reply = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
     // The chunks, folded into one message as a client does.
@@ -108,6 +109,36 @@ TEST_F(ToolServer, StreamedCallsAreTheWholeRepliesCalls) {
     EXPECT_EQ(streamed["content"], "");
     EXPECT_EQ(streamed["finish_reason"], "tool_calls");
   }
+}
+
+// Several calls in one reply (the grammar puts a newline between them): no content, whole or
+// streamed, and the same calls.
+TEST_F(ToolServer, ParallelCallsStreamTheWholeRepliesCallsAndNoContent) {
+  const json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  size_t most = 0;
+  for (int seed = 1; seed <= 8; ++seed) {
+    json whole = ask(named, seed, false, true)["choices"][0]["message"];
+    json streamed = ask(named, seed, true, true);
+    most = std::max(most, whole["tool_calls"].size());
+    EXPECT_TRUE(whole["content"].is_null()) << whole;
+    EXPECT_EQ(streamed["content"], "") << "seed " << seed;
+    EXPECT_EQ(streamed["tool_calls"], whole["tool_calls"]);
+  }
+  EXPECT_GE(most, 2u) << "no seed made more than one call: the test checks nothing";
+}
+
+// A forced call cut short by max_tokens: finish_reason "length", and no markup as content.
+TEST_F(ToolServer, ACallCutByMaxTokensLeavesNoMarkup) {
+  for (int seed = 1; seed <= 3; ++seed)
+    for (bool parallel : {false, true}) {
+      json whole = ask("required", seed, false, parallel, 20)["choices"][0];
+      EXPECT_EQ(whole["finish_reason"], "length");
+      const json& content = whole["message"]["content"];
+      EXPECT_TRUE(content.is_null() || content == "") << whole;
+      json streamed = ask("required", seed, true, parallel, 20);
+      EXPECT_EQ(streamed["content"], "") << streamed;
+      EXPECT_EQ(streamed["finish_reason"], "length");
+    }
 }
 
 TEST_F(ToolServer, ToolsAndCallsRenderThroughTheTemplate) {

@@ -1,5 +1,6 @@
 // lockstep generate: one prompt (--tokens, --prompt or --messages), or a batch of them
 // (--batch FILE.jsonl), through the lane host: fill in chunks, then decode token by token.
+#include <charconv>
 #include <iostream>
 
 #include "cli/batch_generate.h"
@@ -135,7 +136,15 @@ Command add_generate_command(CLI::App& app) {
   command->add_option("--top-p", flags->top_p, "nucleus mass (1: off)");
   command->add_option("--min-p", flags->min_p, "drop ids below min_p times the top probability (0: off)");
   command->add_option("--seed", flags->seed, "sampling seed (default: a fresh one, printed to stderr)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            // Every value 0 to 2^64 - 1, exactly: CLI11's own conversion would clamp a larger one.
+            uint64_t seed = 0;
+            const char* end = value.data() + value.size();
+            const auto [at, error] = std::from_chars(value.data(), end, seed);
+            return error == std::errc() && at == end ? "" : "--seed must be an integer from 0 to 2^64 - 1, got " + value;
+          },
+          "UINT64"))
       ->each([flags](const std::string&) { flags->seed_given = true; });
   command->add_option("--chunk", flags->chunk, "fill chunk size in tokens (part of the numerics: keep it fixed)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)));

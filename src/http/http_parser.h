@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,5 +52,9 @@ bool expects_continue(const RequestHead& head);
 
 // True when the comma-separated header value lists `token` (compared case-insensitively).
 bool header_has_token(std::string_view value, std::string_view token);
+
+// A path segment with its %XX escapes decoded ("org%2Fmodel" -> "org/model"); nullopt for a '%'
+// not followed by two hex digits. '+' stays '+' (it means a space only in query strings).
+std::optional<std::string> percent_decoded(std::string_view text);
 
 }  // namespace lockstep

@@ -136,5 +136,13 @@ TEST(HttpParser, ExpectContinue) {
   EXPECT_FALSE(expects_continue(parse_ok("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n")));
 }
 
+TEST(HttpParser, PercentDecodedSegments) {
+  EXPECT_EQ(percent_decoded("org%2Fmodel"), "org/model");
+  EXPECT_EQ(percent_decoded("a%2fb%20c+d"), "a/b c+d");
+  EXPECT_EQ(percent_decoded("plain-name_1.5"), "plain-name_1.5");
+  EXPECT_EQ(percent_decoded(""), "");
+  for (const char* bad : {"%", "%2", "a%zz", "%g0", "x%"}) EXPECT_EQ(percent_decoded(bad), std::nullopt) << bad;
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -25,19 +25,26 @@ int64_t characters(const std::string& s) {
   return count;
 }
 
+// A token's own bytes, as OpenAI's `bytes` gives them: what it adds to the text, a piece of a
+// character included (its `token` text shows such a piece as U+FFFD), so a client can join the
+// pieces of a character split over tokens.
+std::vector<int> token_bytes_of(const ModelText& text, int32_t id) {
+  if (!text.has_tokenizer()) return bytes_of(std::to_string(id));
+  const Tokenizer& tokenizer = text.tokenizer();
+  return bytes_of(tokenizer.is_special(id) ? tokenizer.decode({id}, false) : tokenizer.token_bytes(id));
+}
+
 }  // namespace
 
 nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens) {
   if (tokens.empty()) return nullptr;
   nlohmann::json content = nlohmann::json::array();
   for (const TokenLogprobs& token : tokens) {
-    std::string piece = token_text(text, token.id);
     nlohmann::json top = nlohmann::json::array();
-    for (auto [id, logprob] : token.top) {
-      std::string alt = token_text(text, id);
-      top.push_back({{"token", alt}, {"logprob", logprob}, {"bytes", bytes_of(alt)}});
-    }
-    content.push_back({{"token", piece}, {"logprob", token.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+    for (auto [id, logprob] : token.top)
+      top.push_back({{"token", token_text(text, id)}, {"logprob", logprob}, {"bytes", token_bytes_of(text, id)}});
+    content.push_back({{"token", token_text(text, token.id)}, {"logprob", token.logprob},
+                       {"bytes", token_bytes_of(text, token.id)}, {"top_logprobs", top}});
   }
   return {{"content", content}};
 }

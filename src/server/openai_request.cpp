@@ -293,6 +293,13 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
       return bad("'stop' must be a string or an array of up to 16 strings", "stop");
     }
   }
+  // Without a tokenizer a reply has no text: no stop string could match, and an echo shows
+  // nothing but the prompt's logprobs.
+  if (!out.stop.empty() && !context.text->has_tokenizer())
+    return bad("'stop' needs the model's tokenizer, and this model has none", "stop");
+  if (out.echo && !context.text->has_tokenizer() && out.generate.prompt_logprobs < 0)
+    return bad("'echo' needs the model's tokenizer (this model has none), unless 'logprobs' asks for the prompt's logprobs",
+               "echo");
   if (n && (*n < 1 || *n > kMaxChoices)) return bad("'n' must be between 1 and " + std::to_string(kMaxChoices), "n");
   out.n = int32_t(n.value_or(1));
   out.generate.max_tokens = max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));

@@ -66,6 +66,7 @@ struct CompletionRequest {
   ToolFormat tool_format = ToolFormat::none;
   nlohmann::ordered_json tools; // the request's tools, in its own order
   bool tool_named = false;      // tool_choice named a function: the finish reason stays "stop"
+  bool tool_forced = false;     // tool_choice "required" or named: a grammar makes the reply calls alone
   bool parallel_tool_calls = true;
 };
 

@@ -1,11 +1,13 @@
 #include "server/openai_server.h"
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/version.h"
+#include "http/http_parser.h"
 #include "server/structured_output.h"
 
 namespace lockstep {
@@ -85,6 +87,18 @@ class CorsResponder final : public HttpResponder {
   const std::string& origin_;
 };
 
+// The request headers a preflight may allow: the ones the browser asks for (clients such as
+// openai-node send their own X-Stainless-* headers), when the list is header names alone, else
+// Authorization and Content-Type. No header grants more than the API key does.
+std::string preflight_headers(const HttpRequest& request) {
+  const auto asked = request.headers.find("access-control-request-headers");
+  if (asked == request.headers.end() || asked->second.empty() || asked->second.size() > 2048) return "Authorization, Content-Type";
+  for (char c : asked->second)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == ' '))
+      return "Authorization, Content-Type";
+  return asked->second;
+}
+
 }  // namespace
 
 void OpenAiServer::handle(const HttpRequest& request, HttpResponder& plain) {
@@ -97,8 +111,9 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& plain) {
   if (cors && request.method == "OPTIONS")
     return responder.send(204, "text/plain", "",
                           {{"Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS"},
-                           {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
-                           {"Access-Control-Max-Age", "600"}});
+                           {"Access-Control-Allow-Headers", preflight_headers(request)},
+                           {"Access-Control-Max-Age", "600"},
+                           {"Vary", "Origin, Access-Control-Request-Headers"}});
   // HEAD is GET without the body (the responder leaves it out).
   const bool get = request.method == "GET" || request.method == "HEAD", post = request.method == "POST";
   auto wrong_method = [&](const char* allowed) {
@@ -131,7 +146,13 @@ void OpenAiServer::handle(const HttpRequest& request, HttpResponder& plain) {
   }
   if (path.rfind("/v1/models/", 0) == 0) {
     if (!get) return wrong_method("GET, HEAD");
-    const std::string id = path.substr(11);
+    // Clients escape a '/' in the id (openai-node: "org%2Fmodel"); a bare one works too.
+    const std::optional<std::string> decoded = percent_decoded(std::string_view(path).substr(11));
+    if (!decoded)
+      return send_error(responder, {400, "the model id in '" + path + "' has a '%' that is not followed by two hex digits",
+                                    "invalid_request_error", "model", ""},
+                        "invalid");
+    const std::string& id = *decoded;
     const bool served = id == settings_.model_name ||
                         std::find(settings_.aliases.begin(), settings_.aliases.end(), id) != settings_.aliases.end();
     if (!served)

@@ -28,7 +28,8 @@ bool in(const std::array<std::string_view, N>& names, const std::string& key) {
 
 // A field lockstep does not implement, at a value that asks for nothing.
 bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
-  if (value.is_null() || key == "user") return true;
+  if (value.is_null()) return true;
+  if (key == "user") return value.is_string();
   auto number_is = [&](double neutral_value) { return value.is_number() && value.get<double>() == neutral_value; };
   if (key == "best_of") return !chat && number_is(1.0);
   if (key == "tools" || key == "functions") return value.is_array() && value.empty();
@@ -38,6 +39,7 @@ bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
 
 // What lockstep says of a field it does not take.
 std::string why(const std::string& key, bool chat) {
+  if (key == "user") return "'user' must be a string";
   if (key == "functions" || key == "function_call")
     return "'" + key + "' is OpenAI's old form: use 'tools' and 'tool_choice'";
   if (!chat && (key == "tools" || key == "tool_choice" || key == "parallel_tool_calls"))

@@ -66,8 +66,8 @@ ToolFormat tool_format_of(const std::string& chat_template) {
   return ToolFormat::none;
 }
 
-ToolCallParser::ToolCallParser(ToolFormat format, ordered tools, uint64_t id_seed)
-    : format_(format), tools_(std::move(tools)), id_seed_(id_seed) {}
+ToolCallParser::ToolCallParser(ToolFormat format, ordered tools, uint64_t id_seed, bool forced)
+    : format_(format), tools_(std::move(tools)), id_seed_(id_seed), forced_(forced) {}
 
 void ToolCallParser::add(const std::string& name, const std::string& arguments) {
   char id[32];
@@ -135,7 +135,27 @@ bool ToolCallParser::parse_call(const std::string& body) {
   return format_ == ToolFormat::xml ? parse_xml_call(body) : parse_json_call(body, "arguments");
 }
 
-std::string ToolCallParser::push(const std::string& content) {
+std::string ToolCallParser::push(const std::string& content) { return release(scan(content)); }
+
+std::string ToolCallParser::finish() {
+  std::string out = release(scan_end());
+  if (!spoken_ && made_ == 0 && !forced_) out += spaces_;  // a reply of whitespace alone keeps it
+  spaces_.clear();
+  return out;
+}
+
+std::string ToolCallParser::release(std::string text) {
+  if (forced_) return {};
+  if (spoken_) return text;
+  spaces_ += text;
+  if (spaces_.find_first_not_of(" \t\r\n") == std::string::npos) return {};
+  spoken_ = true;
+  text.swap(spaces_);
+  spaces_.clear();
+  return text;
+}
+
+std::string ToolCallParser::scan(const std::string& content) {
   pending_ += content;
   std::string out;
   if (format_ == ToolFormat::llama_json) {
@@ -172,7 +192,7 @@ std::string ToolCallParser::push(const std::string& content) {
   }
 }
 
-std::string ToolCallParser::finish() {
+std::string ToolCallParser::scan_end() {
   std::string out;
   out.swap(pending_);
   if (format_ == ToolFormat::llama_json) {
@@ -183,7 +203,10 @@ std::string ToolCallParser::finish() {
   }
   if (!inside_) return out;
   inside_ = false;
-  return parse_call(out) ? std::string() : std::string(kOpen) + out;  // an unclosed call at the end
+  // An unclosed call at the end: a call if it parses (xml: up to its </function>, since a call
+  // cut after its name would parse), else markup cut short.
+  if (format_ != ToolFormat::xml || out.find("</function>") != std::string::npos) (void)parse_call(out);
+  return {};
 }
 
 namespace {

@@ -33,15 +33,19 @@ struct ToolCall {
 };
 
 // A reply's content, split into text and calls as it arrives. Text that could still be the start
-// of a call's markup is held back, so markup never reaches `content`.
+// of a call's markup is held back, so markup never reaches `content`; so is a reply's leading
+// whitespace until other text comes (a reply of calls alone has no content, streamed or whole).
 class ToolCallParser {
  public:
-  // tools: the request's tools (for the xml format's value types); id_seed: where ids come from.
-  ToolCallParser(ToolFormat format, nlohmann::ordered_json tools, uint64_t id_seed);
+  // tools: the request's tools (for the xml format's value types); id_seed: where ids come from;
+  // forced: a grammar makes the reply calls alone (tool_choice "required" or named), so no text
+  // of it is content, even where max_tokens cut a call short.
+  ToolCallParser(ToolFormat format, nlohmann::ordered_json tools, uint64_t id_seed, bool forced = false);
 
   // Adds content; returns the text now safe to send as content.
   std::string push(const std::string& content);
-  // At the end of the reply: the text still held back (a call left open that parses is a call).
+  // At the end of the reply: the text still held back. A call left open that parses is a call;
+  // one that does not (a reply cut short in a call) is dropped.
   std::string finish();
   // The calls completed since the last take().
   std::vector<ToolCall> take();
@@ -53,11 +57,18 @@ class ToolCallParser {
   bool parse_json_call(const std::string& text, const char* arguments_key);
   bool parse_xml_call(const std::string& body);
   void add(const std::string& name, const std::string& arguments);
+  std::string scan(const std::string& content);
+  std::string scan_end();
+  // Text the scan let through, as content: held while the reply so far is whitespace.
+  std::string release(std::string text);
 
   ToolFormat format_;
   nlohmann::ordered_json tools_;
   uint64_t id_seed_;
+  bool forced_;
   std::string pending_;
+  std::string spaces_;      // the reply's leading whitespace, held
+  bool spoken_ = false;     // content other than whitespace has been let through
   bool inside_ = false;     // hermes, xml: within <tool_call>
   bool deciding_ = true;    // llama_json: the reply may yet be a call
   std::vector<ToolCall> ready_;

@@ -24,8 +24,8 @@ struct Parsed {
 };
 
 // Feeds `text` in pieces of `step` bytes.
-Parsed parse(ToolFormat format, const std::string& text, size_t step) {
-  ToolCallParser parser(format, kTools, 42);
+Parsed parse(ToolFormat format, const std::string& text, size_t step, bool forced = false) {
+  ToolCallParser parser(format, kTools, 42, forced);
   Parsed out;
   for (size_t at = 0; at < text.size(); at += step) {
     out.content += parser.push(text.substr(at, step));
@@ -58,6 +58,41 @@ TEST(ToolCallParser, HermesCallsLeaveTheirTextAndNoMarkup) {
   Parsed open = parse(ToolFormat::hermes, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}", 5);
   EXPECT_EQ(open.content, "");
   ASSERT_EQ(open.calls.size(), 1u);
+}
+
+// Calls alone, with the newline a grammar puts between them, have no content in any piece (a
+// streamed reply then sends none, as the whole reply has none); whitespace before real text is
+// the text's, and a reply of whitespace alone keeps it.
+TEST(ToolCallParser, WhitespaceAroundCallsAloneIsNoContent) {
+  const std::string call = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
+  for (size_t step : {1, 4, 1000}) {
+    ToolCallParser parser(ToolFormat::hermes, kTools, 7);
+    const std::string reply = "\n" + call + "\n" + call + "\n";
+    for (size_t at = 0; at < reply.size(); at += step) EXPECT_EQ(parser.push(reply.substr(at, step)), "") << "step " << step;
+    EXPECT_EQ(parser.finish(), "");
+    EXPECT_EQ(parser.take().size(), 2u);
+  }
+  EXPECT_EQ(parse(ToolFormat::hermes, "\n " + call + "\nDone.", 3).content, "\n \nDone.");
+  EXPECT_EQ(parse(ToolFormat::hermes, " \n", 1).content, " \n");
+}
+
+// A reply cut short inside a call (max_tokens) leaves no markup in its content; with a forced
+// call (tool_choice "required" or named) nothing of it is content.
+TEST(ToolCallParser, ACallCutShortIsNotContent) {
+  for (size_t step : {1, 5}) {
+    Parsed cut = parse(ToolFormat::hermes, "Checking. <tool_call>\n{\"name\": \"get_weather\", \"argu", step);
+    EXPECT_EQ(cut.content, "Checking. ");
+    EXPECT_TRUE(cut.calls.empty());
+    Parsed forced = parse(ToolFormat::hermes,
+                          "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>\n<tool_call>\n{\"",
+                          step, true);
+    EXPECT_EQ(forced.content, "");
+    EXPECT_EQ(forced.calls.size(), 1u);
+    EXPECT_EQ(parse(ToolFormat::hermes, "<tool_", step, true).content, "");
+    EXPECT_EQ(parse(ToolFormat::llama_json, "{\"name\": \"add\", \"parameters\": {\"a\"", step, true).content, "");
+    EXPECT_EQ(parse(ToolFormat::xml, "<tool_call>\n<function=add>\n<parameter=a>\n1", step).content, "");
+    EXPECT_TRUE(parse(ToolFormat::xml, "<tool_call>\n<function=add>\n", step).calls.empty());
+  }
 }
 
 TEST(ToolCallParser, XmlValuesTakeTheirParametersTypes) {

@@ -83,6 +83,7 @@ std::optional<RequestError> require_tool_call(const nlohmann::json& body, const 
   auto grammar = tool_call_grammar(out.tool_format, out.tools, named_choice(choice), out.parallel_tool_calls);
   if (!grammar) return bad_tools(grammar.error().message, "tools");
   if (!constrain_by(*grammar, context, out)) return bad_tools(kGrammarTooCostly, "tools");
+  out.tool_forced = true;
   return std::nullopt;
 }
 

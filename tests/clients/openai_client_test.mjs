@@ -32,7 +32,7 @@ function serve(extra = []) {
 
 let server, keyed, client, url;
 before(async () => {
-  [server, url] = await serve();
+  [server, url] = await serve(['--served-model-name', 'tiny-arith', '--served-model-name', 'org/tiny-arith']);
   client = new OpenAI({ baseURL: url, apiKey: 'none', maxRetries: 0 });
 });
 after(() => {
@@ -71,6 +71,8 @@ test('completions and models', async () => {
   assert.equal(models.data[0].id, 'tiny-arith');
   assert.equal((await client.models.retrieve('tiny-arith')).id, 'tiny-arith');
   await assert.rejects(client.models.retrieve('nope'), OpenAI.NotFoundError);
+  // A name with a '/' (the client escapes it as %2F in the path).
+  assert.equal((await client.models.retrieve('org/tiny-arith')).id, 'org/tiny-arith');
 });
 
 test('loglikelihood as lm-eval-harness asks it: echo, logprobs, max_tokens 0, a list of prompts', async () => {
