@@ -423,5 +423,47 @@ TEST(CpuPreparedWeights, SlicesUploadsAndReleasesKeepEachWeightsOrder) {
   for (int64_t e = 0; e < experts; ++e) EXPECT_EQ(product(again, e), product(reference, e)) << "expert " << e;
 }
 
+// An embedding table tied to the LM head takes the matmuls' order too (prepare_tied_table): embed
+// then gives each row exactly as from the stored order, and the head's products are the same.
+TEST(CpuPreparedWeights, ATiedTableEmbedsAndMultipliesAsStored) {
+  CpuBackend backend(2);
+  if (std::string(backend.isa()) != "avx512") GTEST_SKIP() << "only the AVX-512 set rearranges 4-bit codes";
+  for (const int group : {32, 64, 128}) {
+    const QuantLayout layout{QuantFormat::mlx_affine, group, 4, DType::bf16};
+    const int64_t vocab = 40, k = 256;
+    std::mt19937 rng{uint32_t(group)};
+    const std::vector<std::byte> stored = random_weight(layout, vocab, k, rng);
+    OwnedTensor plain = backend.alloc_quantized(layout, {vocab, k});
+    backend.upload(plain, stored.data());
+    OwnedTensor tied = backend.alloc_quantized(layout, {vocab, k});
+    backend.upload(tied, stored.data());
+    backend.prepare_tied_table(tied);
+    EXPECT_NE(std::memcmp(tied.view().data, stored.data(), stored.size()), 0) << "the codes were rearranged";
+    const std::vector<int32_t> ids = {0, 39, 7, 7, 21};
+    OwnedTensor id_tensor = backend.alloc(DType::i32, {int64_t(ids.size())});
+    backend.upload(id_tensor, ids.data());
+    auto embedded = [&](const Tensor& table) {
+      OwnedTensor out = backend.alloc(DType::f32, {int64_t(ids.size()), k});
+      backend.embed(table, id_tensor, out);
+      std::vector<float> values(ids.size() * size_t(k));
+      backend.download(values.data(), out);
+      return values;
+    };
+    const std::vector<float> rows = embedded(plain);
+    const std::vector<float> got = embedded(tied);
+    EXPECT_EQ(std::memcmp(rows.data(), got.data(), rows.size() * 4), 0) << "group " << group;
+    OwnedTensor x = backend.alloc(DType::f32, {int64_t(ids.size()), k});
+    backend.upload(x, rows.data());
+    auto logits = [&](const Tensor& head) {
+      OwnedTensor out = backend.alloc(DType::f32, {int64_t(ids.size()), vocab});
+      backend.matmul(x, head, out);
+      std::vector<float> values(ids.size() * size_t(vocab));
+      backend.download(values.data(), out);
+      return values;
+    };
+    EXPECT_EQ(logits(tied), logits(plain)) << "group " << group;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

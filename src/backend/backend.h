@@ -159,8 +159,11 @@ class Backend {
   // Lets the backend rearrange a matmul weight (f32|bf16 [m, k], or stacked experts
   // [experts, m, k]) for its kernels, once, after it is uploaded. From then on only matmul,
   // matmul_relu_squared, matmul_split and moe_experts may read w (not embed, nor download): a
-  // tied embedding table is not prepared. The results' bits do not change. By default w stays as it is.
+  // tied embedding table is not prepared here (prepare_tied_table). The results' bits do not change. By default w stays as it is.
   virtual void prepare_matmul_weight(const Tensor& w) { (void)w; }
+  // The same for an embedding table tied to the LM head, where the backend's embed reads the
+  // rearranged table too (the CPU's MLX 4-bit halves order); by default it stays as it is.
+  virtual void prepare_tied_table(const Tensor& table) { (void)table; }
   // out = relu_squared(matmul(x, w)): a relu2 MLP's up projection, which a backend may run as
   // one kernel with the same bits as the two ops.
   virtual void matmul_relu_squared(const Tensor& x, const Tensor& w, const Tensor& out) {

@@ -14,6 +14,7 @@ Status VocabHead::load(const WeightSource& weights, Backend& backend, const std:
   parts_.clear(), sizes_.clear();
   if (ranks == 1 && tied.data != nullptr) {
     tied_ = tied;
+    backend.prepare_tied_table(tied_);
     return Status::success();
   }
   for (int64_t r = 0; r < ranks; ++r) {

@@ -45,6 +45,8 @@ class CpuBackend final : public Backend {
   // MLX affine 4-bit weights get their codes in CodeOrder::halves (cpu/matmul.h), where the
   // kernel set decodes that order; other weights stay as they are.
   void prepare_matmul_weight(const Tensor& w) override;
+  // A tied table takes the same order: embed decodes it with the set's row decoder.
+  void prepare_tied_table(const Tensor& table) override { prepare_matmul_weight(table); }
   void add_bias(const Tensor& x, const Tensor& bias) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void rope(const Tensor& x, const Tensor& positions, const Tensor& cos_sin) override;

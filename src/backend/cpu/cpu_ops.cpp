@@ -22,11 +22,19 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
   const int64_t d = table.cols();
   const int32_t* id = ids.as<int32_t>();
   float* o = out.as<float>();
+  // A table tied to the LM head may be in the matmuls' order (prepare_matmul_weight): the set's
+  // row decoder reads it, with dequantize_stored_row's bits.
+  const cpu::CodeOrder order = table.dtype == DType::quant ? code_order(table) : cpu::CodeOrder::stored;
   pool_.parallel_for(ids.numel(), kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       if (table.dtype == DType::quant) {
         const size_t row_bytes = quant_row_total(table.quant, d);
-        dequantize_stored_row(table.quant, table.as<std::byte>() + size_t(id[r]) * row_bytes, d, o + r * d);
+        const std::byte* row = table.as<std::byte>() + size_t(id[r]) * row_bytes;
+        if (order == cpu::CodeOrder::stored) {
+          dequantize_stored_row(table.quant, row, d, o + r * d);
+        } else if (!matmul_.dequantize || !matmul_.dequantize(table.quant, order, row, d, o + r * d)) {
+          throw std::logic_error("embed: no decoder for this table's prepared codes");
+        }
       } else if (table.dtype == DType::bf16) {
         const uint16_t* row = table.as<uint16_t>() + int64_t(id[r]) * d;
         for (int64_t i = 0; i < d; ++i) o[r * d + i] = bf16_to_f32(row[i]);
