@@ -73,6 +73,36 @@ TEST_P(CliBatch, EveryLineEqualsItsAloneRun) {
   EXPECT_NE(bad["error"].get<std::string>().find("99999"), std::string::npos);
 }
 
+// A line's fields are checked by name: an unknown key, a seed that is no integer of 64 bits
+// and a wrongly typed value are that line's error; ignore_eos is a line's own setting.
+TEST(CliBatchLines, FieldsAreCheckedByName) {
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"tokens": [1, 2], "max_token": 3})", "\"max_token\" is not a field a batch line takes"},
+      {R"({"tokens": [1, 2], "seed": -5, "temperature": 1})", "\"seed\" must be an integer from 0 to"},
+      {R"({"tokens": [1, 2], "seed": 1.5})", "\"seed\" must be an integer"},
+      {R"({"tokens": [1, 2], "temperature": "hot"})", "\"temperature\" must be a number"},
+      {R"({"tokens": [1, 2], "ignore_eos": 1})", "\"ignore_eos\" must be true or false"},
+      {R"({"prompt": 5})", "\"prompt\" must be a string"}};
+  std::string text = R"({"tokens": [1, 2, 3], "max_tokens": 6, "ignore_eos": true})" "\n";
+  for (const auto& [line, _] : bad) text += line + "\n";
+  auto path = dir->write_file("batch.jsonl", text);
+  ASSERT_TRUE(path.ok());
+  CommandResult batch = run_lockstep({"generate", "--model", test_data("llama"), "--batch", *path, "--threads", "1"});
+  EXPECT_EQ(batch.exit_code, 1);
+  std::vector<std::string> out = split_lines(batch.out);
+  ASSERT_EQ(out.size(), bad.size() + 1) << batch.err;
+  nlohmann::json good = nlohmann::json::parse(out[0]);
+  EXPECT_EQ(good["ids"].size(), 6u) << good;
+  EXPECT_EQ(good["finish_reason"], "length");
+  for (size_t i = 0; i < bad.size(); ++i) {
+    nlohmann::json reply = nlohmann::json::parse(out[i + 1]);
+    ASSERT_TRUE(reply.contains("error")) << reply;
+    EXPECT_NE(reply["error"].get<std::string>().find(bad[i].second), std::string::npos) << reply;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CliBatch, ::testing::Values("llama", "nemotron_h_moe"));
 
 }  // namespace

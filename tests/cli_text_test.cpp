@@ -68,6 +68,43 @@ TEST_P(CliText, RenderMatchesTheReferencePrompts) {
   }
 }
 
+// render takes messages as the server's chat route does: content as text parts means the same
+// text, and an assistant message of calls alone may have null content.
+TEST_P(CliText, RenderTakesTextPartsAndNullContentAsTheServerDoes) {
+  auto chats = read_json_file(test_data("tokenizers/" + GetParam() + "/chat.json"));
+  ASSERT_TRUE(chats.ok());
+  auto dir = TempDir::create();
+  ASSERT_TRUE(dir.ok());
+  const json& c = (*chats)["cases"][0];
+  json parts = c["messages"];
+  for (json& message : parts) {
+    const std::string content = message["content"];
+    const size_t half = content.size() / 2;
+    message["content"] = json::array({{{"type", "text"}, {"text", content.substr(0, half)}},
+                                      {{"type", "text"}, {"text", content.substr(half)}}});
+  }
+  auto file = dir->write_file("parts.json", parts.dump());
+  ASSERT_TRUE(file.ok());
+  std::vector<std::string> args = {"render", "--model", tokenizer_dir(GetParam()), "--messages", *file};
+  if (c["kwargs"].value("enable_thinking", true) == false) args.push_back("--no-thinking");
+  auto result = run_command(lockstep_binary(), args);
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->exit_code, 0) << result->err;
+  EXPECT_EQ(result->out, c["prompt"].get<std::string>());
+  if (GetParam() != "qwen3") return;
+  const json calls = json::parse(R"([{"role": "user", "content": "weather?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
+  auto calls_file = dir->write_file("calls.json", calls.dump());
+  ASSERT_TRUE(calls_file.ok());
+  auto rendered = run_command(lockstep_binary(), {"render", "--model", tokenizer_dir(GetParam()), "--messages", *calls_file});
+  ASSERT_TRUE(rendered.ok());
+  ASSERT_EQ(rendered->exit_code, 0) << rendered->err;
+  EXPECT_NE(rendered->out.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"), std::string::npos)
+      << rendered->out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Tokenizers, CliText, ::testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3"));
 
 TEST(CliTextErrors, MissingFilesAndBadMessagesAreOneLine) {

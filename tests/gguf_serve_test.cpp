@@ -195,6 +195,7 @@ TEST(GgufServe, AFileWithASentencePieceTokenizerServesChatAsItsFolderServesIds) 
   ASSERT_EQ(replied.status, 200) << replied.body;
   const json reply = json::parse(replied.body);
   EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt->size());
+  EXPECT_EQ(reply["model"], "llama") << "a split's id is its name, whichever part was given";
   const json ids_request = {{"prompt", *prompt}, {"max_tokens", 10}, {"temperature", 0}, {"return_token_ids", true}};
   HttpReply folder_replied = http_request(from_folder.port, "POST", "/v1/completions", ids_request.dump());
   ASSERT_EQ(folder_replied.status, 200) << folder_replied.body;

@@ -2,9 +2,14 @@
 
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <stdexcept>
+#include <type_traits>
 
+#include "cli/cli_common.h"
 #include "lanes/lane_host.h"
 #include "models/registry.h"
 #include "runner/model_runner.h"
@@ -21,15 +26,47 @@ struct Line {
   std::optional<StreamEnd> end;
 };
 
+// A line's number field `key` as T: an integer field must be a JSON integer in T's range, a
+// float field any number; otherwise an error naming the field.
+template <class T>
+T number_field(const nlohmann::json& json, const char* key) {
+  const nlohmann::json& value = json.at(key);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!value.is_number()) throw std::invalid_argument(std::string("\"") + key + "\" must be a number");
+    return value.get<T>();
+  } else {
+    bool fits = value.is_number_integer();
+    if (fits && value.is_number_unsigned()) {
+      fits = value.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+    } else if (fits) {
+      const int64_t v = value.get<int64_t>();
+      fits = v >= int64_t(std::numeric_limits<T>::min()) && (v < 0 || uint64_t(v) <= uint64_t(std::numeric_limits<T>::max()));
+    }
+    if (!fits)
+      throw std::invalid_argument(std::string("\"") + key + "\" must be an integer from " +
+                                  std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                  std::to_string(std::numeric_limits<T>::max()));
+    return value.get<T>();
+  }
+}
+
 // One input line: {"tokens": [...]}, {"prompt": "..."} or {"messages": [...]}, with optional
-// max_tokens, temperature, seed, top_k, top_p, min_p.
+// max_tokens, temperature, seed, top_k, top_p, min_p and ignore_eos. Any other key is an error.
 Line parse_line(const std::string& text, const BatchFlags& flags, const ModelText& model_text) {
+  static const std::set<std::string> kKeys = {"tokens", "prompt", "messages", "max_tokens", "temperature", "seed",
+                                              "top_k",  "top_p",  "min_p",    "ignore_eos"};
   Line line;
   nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
     line.error = "not a JSON object";
     return line;
   }
+  for (const auto& [key, value] : json.items())
+    if (!kKeys.contains(key)) {
+      line.error = "\"" + key + "\" is not a field a batch line takes (tokens, prompt, messages, max_tokens, "
+                   "temperature, seed, top_k, top_p, min_p, ignore_eos)";
+      return line;
+    }
   GenerateRequest request;
   request.max_tokens = flags.max_tokens;
   request.sampling = flags.sampling;
@@ -40,9 +77,17 @@ Line parse_line(const std::string& text, const BatchFlags& flags, const ModelTex
       line.error = "a line needs one of \"tokens\", \"prompt\" and \"messages\"";
       return line;
     }
+    if (json.contains("prompt") && !json.at("prompt").is_string()) throw std::invalid_argument("\"prompt\" must be a string");
+    if (json.contains("tokens") && !json.at("tokens").is_array()) throw std::invalid_argument("\"tokens\" must be an array of ids");
     if (json.contains("prompt") || json.contains("messages")) {
-      auto ids = json.contains("prompt") ? model_text.encode(json.at("prompt").get<std::string>(), true)
-                                         : model_text.encode_chat(json.at("messages"), chat_kwargs(flags.no_thinking));
+      Expected<std::vector<int32_t>> ids = std::vector<int32_t>();
+      if (json.contains("prompt")) {
+        ids = model_text.encode(json.at("prompt").get<std::string>(), true);
+      } else {
+        auto messages = chat_messages_of(json.at("messages"));
+        ids = messages.ok() ? model_text.encode_chat(*messages, chat_kwargs(flags.no_thinking))
+                            : Expected<std::vector<int32_t>>(messages.error());
+      }
       if (!ids.ok()) {
         line.error = ids.error().message;
         return line;
@@ -56,12 +101,16 @@ Line parse_line(const std::string& text, const BatchFlags& flags, const ModelTex
       if (value < 0 || value > INT32_MAX) throw std::invalid_argument("token id " + std::to_string(value) + " is out of range");
       request.prompt.push_back(int32_t(value));
     }
-    if (json.contains("max_tokens")) request.max_tokens = json.at("max_tokens").get<int64_t>();
-    if (json.contains("temperature")) request.sampling.temperature = json.at("temperature").get<float>();
-    if (json.contains("top_k")) request.sampling.top_k = json.at("top_k").get<int>();
-    if (json.contains("top_p")) request.sampling.top_p = json.at("top_p").get<float>();
-    if (json.contains("min_p")) request.sampling.min_p = json.at("min_p").get<float>();
-    if (json.contains("seed")) request.sampling.seed = json.at("seed").get<uint64_t>();
+    if (json.contains("max_tokens")) request.max_tokens = number_field<int64_t>(json, "max_tokens");
+    if (json.contains("temperature")) request.sampling.temperature = number_field<float>(json, "temperature");
+    if (json.contains("top_k")) request.sampling.top_k = number_field<int>(json, "top_k");
+    if (json.contains("top_p")) request.sampling.top_p = number_field<float>(json, "top_p");
+    if (json.contains("min_p")) request.sampling.min_p = number_field<float>(json, "min_p");
+    if (json.contains("seed")) request.sampling.seed = number_field<uint64_t>(json, "seed");
+    if (json.contains("ignore_eos")) {
+      if (!json.at("ignore_eos").is_boolean()) throw std::invalid_argument("\"ignore_eos\" must be true or false");
+      request.ignore_eos = json.at("ignore_eos").get<bool>();
+    }
   } catch (const std::exception& error) {
     line.error = error.what();
     return line;

@@ -33,6 +33,7 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool model_required) 
   command.add_option("--backend", flags.backend, "cpu or cuda (cuda: built with nvcc, on an NVIDIA GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command.add_option("--threads", flags.threads, "the CPU backend's threads (0: one per core); the CUDA backend has none")
+      ->default_str("0")  // (-1 inside: not given, which the CUDA backend needs to tell)
       ->check(CLI::Range(0, 1024));
   command.add_option("--context", flags.context, "positions a sequence may use (0: the model's maximum)")
       ->capture_default_str()

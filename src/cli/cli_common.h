@@ -48,8 +48,11 @@ struct LoadedModel {
 // tokenizer transformers builds from the folder (see tokenizer/tokenizer_transformers.h).
 void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only);
 
-// A --messages file: a non-empty JSON array of {role, content}.
+// A --messages file: a non-empty JSON array of {role, content}, as chat_messages_of gives it.
 [[nodiscard]] Expected<nlohmann::json> read_messages(const std::string& path);
+// Chat messages as the server's chat route takes them (chat_messages): each with a string role,
+// its content a string (text parts joined, null as empty), a call's arguments as an object.
+[[nodiscard]] Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages);
 // The chat template's extra arguments: enable_thinking=false with --no-thinking.
 nlohmann::json chat_kwargs(bool no_thinking);
 

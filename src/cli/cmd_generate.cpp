@@ -136,13 +136,14 @@ Command add_generate_command(CLI::App& app) {
   command->add_option("--top-p", flags->top_p, "nucleus mass (1: off)");
   command->add_option("--min-p", flags->min_p, "drop ids below min_p times the top probability (0: off)");
   command->add_option("--seed", flags->seed, "sampling seed (default: a fresh one, printed to stderr)")
+      ->default_str("")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             // Every value 0 to 2^64 - 1, exactly: CLI11's own conversion would clamp a larger one.
             uint64_t seed = 0;
             const char* end = value.data() + value.size();
             const auto [at, error] = std::from_chars(value.data(), end, seed);
-            return error == std::errc() && at == end ? "" : "--seed must be an integer from 0 to 2^64 - 1, got " + value;
+            return error == std::errc() && at == end ? "" : "must be an integer from 0 to 2^64 - 1, got " + value;
           },
           "UINT64"))
       ->each([flags](const std::string&) { flags->seed_given = true; });

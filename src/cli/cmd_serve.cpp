@@ -1,9 +1,11 @@
 // lockstep serve: the OpenAI-compatible HTTP server over the lane host.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -50,11 +52,19 @@ void raise_descriptor_limit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-std::string folder_name(const std::string& dir) {
-  std::string trimmed = dir;
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  size_t slash = trimmed.rfind('/');
-  return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+// The model's id in the API: the folder's name, or a GGUF file's without ".gguf" and without
+// a split's "-0000i-of-0000n" (every part of a split names the same model).
+std::string model_id_of(const std::string& path) {
+  std::string name = path;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  if (const size_t slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  if (name.size() > 5 && name.ends_with(".gguf")) {
+    name.resize(name.size() - 5);
+    static const std::regex split("-[0-9]{5}-of-[0-9]{5}$");
+    std::smatch found;
+    if (std::regex_search(name, found, split) && size_t(found.position(0)) > 0) name.resize(size_t(found.position(0)));
+  }
+  return name;
 }
 
 // Rows a pass holds unless --pass-rows says: a chunk beside every decoding stream, and on the
@@ -152,7 +162,7 @@ int run_serve(const ServeFlags& flags) {
   if (!text.ok()) return fail(text.error().message);
 
   ServeSettings settings;
-  settings.model_name = flags.served_names.empty() ? folder_name(model_flags.model_dir) : flags.served_names[0];
+  settings.model_name = flags.served_names.empty() ? model_id_of(model_flags.model_dir) : flags.served_names[0];
   if (flags.served_names.size() > 1) settings.aliases.assign(flags.served_names.begin() + 1, flags.served_names.end());
   settings.api_key = flags.api_key;
   settings.cors_origin = flags.cors_origin;
@@ -239,6 +249,13 @@ Command add_serve_command(CLI::App& app) {
                       "memory): state snapshots and the KV pages evicted from the device, whose cache lives in "
                       "the KV pages no stream holds (0: the prompt cache is off)")
       ->check(CLI::Range(0.0, 1048576.0))
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            // CLI::Range lets NaN through (no comparison with it is true).
+            const double gib = std::strtod(value.c_str(), nullptr);
+            return std::isnan(gib) ? "must be a number of GiB, got " + value : "";
+          },
+          "GIB"))
       ->each([flags](const std::string&) { flags->prompt_cache_gib_given = true; });
   add_draft_flags(*command, flags->drafts);
   command->add_option("--served-model-name", flags->served_names,

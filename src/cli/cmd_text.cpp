@@ -6,6 +6,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "io/json_file.h"
+#include "server/openai_request.h"
 #include "text/model_text.h"
 
 namespace lockstep::cli {
@@ -49,15 +50,18 @@ int run_render(const RenderFlags& flags) {
 
 }  // namespace
 
+Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages) {
+  nlohmann::ordered_json normalised;
+  if (auto problem = chat_messages(nlohmann::ordered_json(messages), normalised)) return make_error(problem->message);
+  return nlohmann::json(normalised);
+}
+
 Expected<nlohmann::json> read_messages(const std::string& path) {
   auto messages = read_json_file(path);
   if (!messages.ok()) return messages.error();
-  if (!messages->is_array() || messages->empty()) return make_error(path + ": expected a non-empty array of {role, content}");
-  for (const auto& message : *messages)
-    if (!message.is_object() || !message.contains("role") || !message["role"].is_string() ||
-        !message.contains("content"))
-      return make_error(path + ": each message needs a string 'role' and a 'content'");
-  return messages;
+  auto normalised = chat_messages_of(*messages);
+  if (!normalised.ok()) return make_error(path + ": " + normalised.error().message);
+  return normalised;
 }
 
 void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only) {

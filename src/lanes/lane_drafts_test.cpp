@@ -167,6 +167,15 @@ TEST_P(DraftsTest, ARequestMayTurnItsDraftsOff) {
   int prompts = 0;  // head passes over a prompt's first chunk
   for (const RecordingRunner::Call& call : fake.runner.draft_calls) prompts += call.positions.front() == 0;
   EXPECT_EQ(prompts, 1) << "the head takes in the drafting stream's prompt, not the plain one's";
+  // Alone, a stream that drafts nothing makes no round a draft round.
+  Fake quiet(GetParam());
+  LaneHost solo(quiet.runner, drafting(3));
+  Outcome solo_out;
+  submit(solo, plain, solo_out);
+  run_until_idle(solo);
+  EXPECT_EQ(solo_out.ids, plain_out.ids);
+  EXPECT_GT(solo.stats().rounds, 0u);
+  EXPECT_EQ(solo.stats().draft_rounds, 0u) << "rounds that verified no drafts";
 }
 
 TEST_P(DraftsTest, ThePromptCacheAndDraftsTogetherKeepTheIds) {

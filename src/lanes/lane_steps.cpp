@@ -173,11 +173,13 @@ void LaneHost::round() {
   plan_windows(drafting);
   // Every row as one-row decoding computes it: a window's Mamba rows run the recurrence.
   plan_.batch.recurrent = drafting;
+  // A draft round verifies drafts: a stream that takes none (draft: false, penalties) drafts nothing.
+  const bool verifies = std::any_of(windows_.begin(), windows_.end(), [](const Window& w) { return w.drafts > 0; });
   {
     std::lock_guard lock(mutex_);
     ++stats_.rounds;
     stats_.round_rows += round_streams_.size();
-    stats_.draft_rounds += drafting;
+    stats_.draft_rounds += verifies;
   }
   if (Status ran = run_pass(); !ran.ok()) {
     fail_all(ran.message());
