@@ -5,7 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
-#include <regex>
+#include <string_view>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -60,9 +60,14 @@ std::string model_id_of(const std::string& path) {
   if (const size_t slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   if (name.size() > 5 && name.ends_with(".gguf")) {
     name.resize(name.size() - 5);
-    static const std::regex split("-[0-9]{5}-of-[0-9]{5}$");
-    std::smatch found;
-    if (std::regex_search(name, found, split) && size_t(found.position(0)) > 0) name.resize(size_t(found.position(0)));
+    // "-00001-of-00003": 15 characters, digits where the pattern has '9'.
+    const std::string_view pattern = "-99999-of-99999";
+    bool split = name.size() > pattern.size();
+    for (size_t i = 0; split && i < pattern.size(); ++i) {
+      const char c = name[name.size() - pattern.size() + i];
+      split = pattern[i] == '9' ? c >= '0' && c <= '9' : c == pattern[i];
+    }
+    if (split) name.resize(name.size() - pattern.size());
   }
   return name;
 }
