@@ -141,6 +141,21 @@ TEST_F(ToolServer, ACallCutByMaxTokensLeavesNoMarkup) {
     }
 }
 
+// Choice i of n is the request with seed + i alone, its call ids too.
+TEST_F(ToolServer, AChoicesCallIdsAreThoseOfItsSeedAlone) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "weather in paris?"}}}}, {"tools", json::parse(kTools)},
+               {"tool_choice", "required"}, {"max_tokens", 300}, {"temperature", 1.0}, {"seed", 3}, {"n", 2}};
+  json both = post("/v1/chat/completions", body);
+  ASSERT_EQ(both["choices"].size(), 2u) << both;
+  for (int i = 0; i < 2; ++i) {
+    json alone = body;
+    alone["n"] = 1;
+    alone["seed"] = 3 + i;
+    json reply = post("/v1/chat/completions", alone);
+    EXPECT_EQ(both["choices"][i]["message"]["tool_calls"], reply["choices"][0]["message"]["tool_calls"]) << "choice " << i;
+  }
+}
+
 TEST_F(ToolServer, ToolsAndCallsRenderThroughTheTemplate) {
   json messages = json::parse(R"([{"role": "user", "content": "add 1 and 2"},
     {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",

@@ -84,7 +84,7 @@ Line parse_line(const std::string& text, const BatchFlags& flags, const ModelTex
       if (json.contains("prompt")) {
         ids = model_text.encode(json.at("prompt").get<std::string>(), true);
       } else {
-        auto messages = chat_messages_of(json.at("messages"));
+        auto messages = chat_messages_of(json.at("messages"), model_text);
         ids = messages.ok() ? model_text.encode_chat(*messages, chat_kwargs(flags.no_thinking))
                             : Expected<std::vector<int32_t>>(messages.error());
       }

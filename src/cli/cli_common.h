@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "text/model_text.h"
 
 namespace lockstep::cli {
 
@@ -49,10 +50,10 @@ struct LoadedModel {
 void add_tokenizer_flag(CLI::App& command, bool& tokenizer_json_only);
 
 // A --messages file: a non-empty JSON array of {role, content}, as chat_messages_of gives it.
-[[nodiscard]] Expected<nlohmann::json> read_messages(const std::string& path);
+[[nodiscard]] Expected<nlohmann::json> read_messages(const std::string& path, const ModelText& text);
 // Chat messages as the server's chat route takes them (chat_messages): each with a string role,
 // its content a string (text parts joined, null as empty), a call's arguments as an object.
-[[nodiscard]] Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages);
+[[nodiscard]] Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages, const ModelText& text);
 // The chat template's extra arguments: enable_thinking=false with --no-thinking.
 nlohmann::json chat_kwargs(bool no_thinking);
 

@@ -44,7 +44,7 @@ Expected<std::vector<int32_t>> prompt_ids(const GenerateFlags& flags, const Mode
   if (given > 1) return make_error("give one of --tokens, --prompt and --messages");
   if (!flags.tokens.empty()) return parse_token_list(flags.tokens);
   if (flags.prompt) return text.encode(*flags.prompt, true);
-  auto messages = read_messages(flags.messages);
+  auto messages = read_messages(flags.messages, text);
   if (!messages.ok()) return messages.error();
   return text.encode_chat(*messages, chat_kwargs(flags.no_thinking));
 }

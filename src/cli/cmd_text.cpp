@@ -40,7 +40,7 @@ struct RenderFlags {
 int run_render(const RenderFlags& flags) {
   auto text = ModelText::load(flags.model_dir, {.tokenizer = false});
   if (!text.ok()) return fail(text.error().message);
-  auto messages = read_messages(flags.messages);
+  auto messages = read_messages(flags.messages, *text);
   if (!messages.ok()) return fail(messages.error().message);
   auto prompt = text->render(*messages, chat_kwargs(flags.no_thinking));
   if (!prompt.ok()) return fail(prompt.error().message);
@@ -50,16 +50,16 @@ int run_render(const RenderFlags& flags) {
 
 }  // namespace
 
-Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages) {
+Expected<nlohmann::json> chat_messages_of(const nlohmann::json& messages, const ModelText& text) {
   nlohmann::ordered_json normalised;
-  if (auto problem = chat_messages(nlohmann::ordered_json(messages), normalised)) return make_error(problem->message);
+  if (auto problem = chat_messages(nlohmann::ordered_json(messages), normalised, &text)) return make_error(problem->message);
   return nlohmann::json(normalised);
 }
 
-Expected<nlohmann::json> read_messages(const std::string& path) {
+Expected<nlohmann::json> read_messages(const std::string& path, const ModelText& text) {
   auto messages = read_json_file(path);
   if (!messages.ok()) return messages.error();
-  auto normalised = chat_messages_of(*messages);
+  auto normalised = chat_messages_of(*messages, text);
   if (!normalised.ok()) return make_error(path + ": " + normalised.error().message);
   return normalised;
 }

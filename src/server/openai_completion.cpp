@@ -138,7 +138,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     const int32_t i = int32_t(k % size_t(req.n));
     choices.push_back(std::make_unique<Choice>(text_, req.stop, chat, prompt.ids));
     if (req.tool_format != ToolFormat::none) {
-      choices.back()->tools.emplace(req.tool_format, req.tools, seed ^ (uint64_t(i) << 40), req.tool_forced);
+      // Call ids from the choice's own seed: choice i's are those of the request with seed + i alone.
+      choices.back()->tools.emplace(req.tool_format, req.tools, seed + uint64_t(i), req.tool_forced);
       choices.back()->parallel = req.parallel_tool_calls;
     }
     if (req.echo) choices.back()->echo = prompt.echo, choices.back()->lead = prompt.ids.front();

@@ -65,6 +65,25 @@ std::optional<RequestError> read_logit_bias(const nlohmann::json& body, LogitAdj
   return std::nullopt;
 }
 
+// Whether a chat template tells a message's null content from "" (DeepSeek V3's renders an
+// assistant's calls only under `message['content'] is none`); most templates read content as
+// text, so null goes to them as "".
+bool tests_null_content(const std::string& source) {
+  for (const char* test : {".content is none", "['content'] is none", "[\"content\"] is none", ".content is not none",
+                           "['content'] is not none", "[\"content\"] is not none"})
+    if (source.find(test) != std::string::npos) return true;
+  return false;
+}
+
+// Whether a chat template joins a call's arguments to text as they are (DeepSeek V3's
+// `tool['function']['arguments'] + '\n'`): they go to it as the JSON string the client sent.
+// Others print them with tojson or read their keys, so they go as an object.
+bool joins_argument_text(const std::string& source) {
+  for (const char* join : {"['arguments'] +", "[\"arguments\"] +", ".arguments +", "+ tool['function']['arguments']"})
+    if (source.find(join) != std::string::npos) return true;
+  return false;
+}
+
 // Chat content: a string, or an array of {"type": "text", "text": ...} parts.
 std::optional<std::string> content_text(const nlohmann::json& content) {
   if (content.is_string()) return content.get<std::string>();
@@ -132,7 +151,7 @@ std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(raw, nullptr, false);
     auto messages = ordered.find("messages");
     nlohmann::ordered_json normalised;
-    if (auto problem = chat_messages(messages == ordered.end() ? nlohmann::ordered_json() : *messages, normalised))
+    if (auto problem = chat_messages(messages == ordered.end() ? nlohmann::ordered_json() : *messages, normalised, &text))
       return *problem;
     nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
     if (!context.thinking) kwargs["enable_thinking"] = false;
@@ -172,9 +191,12 @@ std::optional<RequestError> read_prompt(const std::string& raw, const nlohmann::
 
 }  // namespace
 
-std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages, nlohmann::ordered_json& out) {
+std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages, nlohmann::ordered_json& out,
+                                          const ModelText* text) {
   if (!messages.is_array()) return bad("'messages' must be an array", "messages");
   if (messages.empty()) return bad("'messages' is empty", "messages");
+  const bool keep_null = text && tests_null_content(text->chat_template_source());
+  const bool argument_text = text && joins_argument_text(text->chat_template_source());
   out = nlohmann::ordered_json::array();
   for (const auto& message : messages) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
@@ -182,7 +204,11 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
     auto content = content_text(nlohmann::json(message.value("content", nlohmann::ordered_json())));
     if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
     nlohmann::ordered_json copy = message;
-    copy["content"] = *content;
+    const bool null = message.contains("content") && message["content"].is_null();
+    if (null && keep_null)
+      copy["content"] = nullptr;
+    else
+      copy["content"] = *content;
     // A call's arguments come as a JSON string; templates read them as an object (as
     // transformers' callers pass them).
     if (copy.contains("tool_calls")) {
@@ -191,9 +217,11 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
           return bad("each tool call needs a 'function' object", "messages");
         auto& arguments = call["function"]["arguments"];
-        if (arguments.is_string()) {
+        if (arguments.is_string() && !argument_text) {
           nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(arguments.get<std::string>(), nullptr, false);
           if (parsed.is_object()) arguments = parsed;
+        } else if (arguments.is_object() && argument_text) {
+          arguments = arguments.dump();
         }
       }
     }

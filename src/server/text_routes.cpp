@@ -48,7 +48,7 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
       // In the body's own key order, as the chat route renders (tojson keeps it).
       const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body, nullptr, false);
       nlohmann::ordered_json messages;
-      if (auto problem = chat_messages(ordered.value("messages", nlohmann::ordered_json()), messages))
+      if (auto problem = chat_messages(ordered.value("messages", nlohmann::ordered_json()), messages, &text_))
         return refuse(*problem);
       nlohmann::ordered_json kwargs = ordered.value("chat_template_kwargs", nlohmann::ordered_json::object());
       if (!kwargs.is_object()) return refuse(bad("'chat_template_kwargs' must be an object", "chat_template_kwargs"));

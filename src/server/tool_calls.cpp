@@ -113,18 +113,34 @@ bool ToolCallParser::parse_xml_call(const std::string& body) {
   const std::string name = trim(body.substr(start + open.size(), name_end - start - open.size()));
   const ordered* schema = parameters_of(tools_, name);
   ordered arguments = ordered::object();
-  for (size_t at = body.find("<parameter=", name_end); at != std::string::npos; at = body.find("<parameter=", at)) {
-    const size_t key_end = body.find('>', at);
-    const size_t value_end = key_end == std::string::npos ? key_end : body.find("</parameter>", key_end);
-    if (value_end == std::string::npos) return false;
-    const std::string key = trim(body.substr(at + 11, key_end - at - 11));
+  // A VALUE between its <parameter=P> line and the </parameter> after it, without the newlines
+  // around it.
+  auto value_between = [&](size_t key_end, size_t value_end) {
     std::string value = body.substr(key_end + 1, value_end - key_end - 1);
     if (!value.empty() && value.front() == '\n') value.erase(0, 1);
     if (!value.empty() && value.back() == '\n') value.pop_back();
+    return value;
+  };
+  for (size_t at = body.find("<parameter=", name_end); at != std::string::npos; at = body.find("<parameter=", at)) {
+    const size_t key_end = body.find('>', at);
+    size_t value_end = key_end == std::string::npos ? key_end : body.find("</parameter>", key_end);
+    if (value_end == std::string::npos) return false;
+    const std::string key = trim(body.substr(at + 11, key_end - at - 11));
     const ordered* property = schema && schema->contains("properties") && (*schema)["properties"].contains(key)
                                   ? &(*schema)["properties"][key]
                                   : nullptr;
-    arguments[key] = typed_value(value, property);
+    // A value typed as JSON may hold "</parameter>" inside one of its strings: it ends at the
+    // first </parameter> after which it parses as its type.
+    ordered typed = typed_value(value_between(key_end, value_end), property);
+    if (property && typed.is_string() && property->value("type", ordered()) != "string")
+      for (size_t later = body.find("</parameter>", value_end + 1); later != std::string::npos;
+           later = body.find("</parameter>", later + 1)) {
+        ordered longer = typed_value(value_between(key_end, later), property);
+        if (longer.is_string()) continue;
+        typed = std::move(longer), value_end = later;
+        break;
+      }
+    arguments[key] = std::move(typed);
     at = value_end;
   }
   add(name, arguments.dump());
@@ -203,8 +219,10 @@ std::string ToolCallParser::scan_end() {
   }
   if (!inside_) return out;
   inside_ = false;
-  // An unclosed call at the end: a call if it parses (xml: up to its </function>, since a call
-  // cut after its name would parse), else markup cut short.
+  // An unclosed call at the end (its closing tag cut, perhaps in part): a call if its body is
+  // whole (hermes: its JSON parses; xml: up to its </function>, since a call cut after its name
+  // would parse), else markup cut short.
+  out.resize(out.size() - partial_suffix(out, kClose));
   if (format_ != ToolFormat::xml || out.find("</function>") != std::string::npos) (void)parse_call(out);
   return {};
 }

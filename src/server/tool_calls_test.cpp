@@ -92,6 +92,11 @@ TEST(ToolCallParser, ACallCutShortIsNotContent) {
     EXPECT_EQ(parse(ToolFormat::llama_json, "{\"name\": \"add\", \"parameters\": {\"a\"", step, true).content, "");
     EXPECT_EQ(parse(ToolFormat::xml, "<tool_call>\n<function=add>\n<parameter=a>\n1", step).content, "");
     EXPECT_TRUE(parse(ToolFormat::xml, "<tool_call>\n<function=add>\n", step).calls.empty());
+    // A whole call whose closing tag alone was cut (in part) is a call.
+    Parsed closing = parse(ToolFormat::hermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_ca",
+                           step, true);
+    EXPECT_EQ(closing.calls.size(), 1u);
+    EXPECT_EQ(closing.content, "");
   }
 }
 
@@ -105,6 +110,19 @@ TEST(ToolCallParser, XmlValuesTakeTheirParametersTypes) {
     EXPECT_EQ(parsed.calls[0].name, "get_weather");
     EXPECT_EQ(parsed.calls[0].arguments, R"({"city":"New York","days":3,"metric":true})");
   }
+}
+
+// A JSON value may hold "</parameter>" in one of its strings: it ends where it parses as its type.
+TEST(ToolCallParser, XmlJsonValuesRunPastAParameterTagInAString) {
+  const ordered tools = ordered::parse(R"([{"type": "function", "function": {"name": "tag", "parameters": {"type": "object",
+    "properties": {"tags": {"type": "array", "items": {"type": "string"}}, "note": {"type": "string"}}}}}])");
+  const std::string reply = "<tool_call>\n<function=tag>\n<parameter=tags>\n[\"a</parameter>b\", \"c\"]\n</parameter>\n"
+                            "<parameter=note>\nplain\n</parameter>\n</function>\n</tool_call>";
+  ToolCallParser parser(ToolFormat::xml, tools, 1);
+  EXPECT_EQ(parser.push(reply) + parser.finish(), "");
+  std::vector<ToolCall> calls = parser.take();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"({"tags":["a</parameter>b","c"],"note":"plain"})");
 }
 
 TEST(ToolCallParser, Llama3JsonIsAWholeReplyCall) {
