@@ -112,6 +112,29 @@ TEST_F(TextServer, EchoLeadsTheReplyAndItsOffsetsRunOnIntoTheGeneratedText) {
   EXPECT_EQ(json(offsets), lp["text_offset"]);
 }
 
+// A prompt as long as the context is scored with max_tokens 0 (a loglikelihood request over a
+// whole window): the same logprobs as its prefix has; with a token to generate it is refused.
+TEST(ServerEcho, AWholeContextPromptIsScoredWithMaxTokensZero) {
+  TestServer server(test_data("llama"), "llama", {.parallel = 2, .max_queue = 4, .context = 64});
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 64; ++i) ids.push_back(1 + (i * 7) % 500);
+  auto score = [&](std::vector<int32_t> prompt, int max_tokens) {
+    json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"echo", true}, {"logprobs", 1}};
+    return http_request(server.port(), "POST", "/v1/completions", body.dump());
+  };
+  HttpReply whole = score(ids, 0);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json logprobs = json::parse(whole.body)["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(logprobs.size(), 64u);
+  HttpReply prefix = score(std::vector<int32_t>(ids.begin(), ids.end() - 1), 0);
+  ASSERT_EQ(prefix.status, 200) << prefix.body;
+  const json shorter = json::parse(prefix.body)["choices"][0]["logprobs"]["token_logprobs"];
+  for (size_t i = 0; i < 63; ++i) EXPECT_EQ(logprobs[i], shorter[i]) << "token " << i;
+  EXPECT_EQ(score(ids, 1).status, 400);
+  ids.push_back(1);
+  EXPECT_EQ(score(ids, 0).status, 400);
+}
+
 TEST_F(TextServer, AListOfPromptsAnswersEachAsItsOwnRequest) {
   const std::vector<std::string> prompts = {"red green", "a longer prompt about the blue sky", "z"};
   json body = {{"prompt", prompts}, {"max_tokens", 5}, {"n", 2}, {"temperature", 0.9}, {"seed", 77},

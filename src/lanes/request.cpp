@@ -13,21 +13,22 @@ const char* finish_reason_name(FinishReason reason) {
   return "length";
 }
 
-std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt) {
+std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt, bool generates) {
   if (prompt.empty()) return RequestProblem{"prompt", "the prompt is empty"};
   for (int32_t id : prompt)
     if (id < 0 || id >= info.vocab_size)
       return RequestProblem{"prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                           std::to_string(info.vocab_size) + ")"};
-  if (int64_t(prompt.size()) >= info.max_context)
+  if (int64_t(prompt.size()) + (generates ? 1 : 0) > info.max_context)
     return RequestProblem{"prompt", "the prompt has " + std::to_string(prompt.size()) +
                                         " tokens; the context holds " + std::to_string(info.max_context) +
-                                        ", including at least one generated token"};
+                                        (generates ? ", including at least one generated token" : "")};
   return std::nullopt;
 }
 
 std::optional<RequestProblem> check_request(const ModelInfo& info, const GenerateRequest& request) {
-  if (auto problem = check_prompt(info, request.prompt)) return problem;
+  // max_tokens 0 (a prompt filled for its logprobs) may take the whole context.
+  if (auto problem = check_prompt(info, request.prompt, request.max_tokens != 0)) return problem;
   if (request.max_tokens < 0) return RequestProblem{"max_tokens", "max_tokens must not be negative"};
   if (request.top_logprobs < -1 || request.top_logprobs > 20 || request.prompt_logprobs < -1 ||
       request.prompt_logprobs > 20)

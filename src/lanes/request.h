@@ -95,8 +95,10 @@ struct RequestProblem {
 };
 
 // A prompt a model can take: non-empty, every id in the vocabulary, and shorter than the
-// context, so that at least one token can follow it. The one threshold for every entry point.
-[[nodiscard]] std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt);
+// context, so that at least one token can follow it (or, when it `generates` nothing, as long
+// as the context). The one threshold for every entry point.
+[[nodiscard]] std::optional<RequestProblem> check_prompt(const ModelInfo& info, const std::vector<int32_t>& prompt,
+                                                        bool generates = true);
 
 // check_prompt, then max_tokens >= 0, logprobs and prompt_logprobs in 0..20, valid sampling settings, penalties and
 // logit_bias. A

@@ -35,6 +35,9 @@ TEST(CheckRequest, APromptMustLeaveRoomForOneToken) {
   // The same threshold for a prompt alone (SoloRun's logits take it).
   EXPECT_EQ(field_of(check_prompt(info, std::vector<int32_t>(16, 1))), "prompt");
   EXPECT_FALSE(check_prompt(info, std::vector<int32_t>(15, 1)).has_value());
+  // A request that generates nothing (max_tokens 0: its prompt's logprobs) may fill the context.
+  EXPECT_FALSE(check_request(info, request_of(16, 0)).has_value());
+  EXPECT_EQ(field_of(check_request(info, request_of(17, 0))), "prompt");
 }
 
 TEST(CheckRequest, EachProblemNamesItsField) {
