@@ -51,20 +51,29 @@ TEST_P(CliText, TokenizeMatchesTheReferenceChatIds) {
   }
 }
 
+// `lockstep render` of `messages` (written to `name` in `dir`), with --no-thinking where the
+// reference case's kwargs turn thinking off.
+CommandResult render(const std::string& tokenizer, const TempDir& dir, const std::string& name, const json& messages,
+                     const json& kwargs) {
+  auto file = dir.write_file(name, messages.dump());
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return {};
+  std::vector<std::string> args = {"render", "--model", tokenizer_dir(tokenizer), "--messages", *file};
+  if (kwargs.value("enable_thinking", true) == false) args.push_back("--no-thinking");
+  auto result = run_command(lockstep_binary(), args);
+  EXPECT_TRUE(result.ok());
+  return result.ok() ? *result : CommandResult{};
+}
+
 TEST_P(CliText, RenderMatchesTheReferencePrompts) {
   auto chats = read_json_file(test_data("tokenizers/" + GetParam() + "/chat.json"));
   ASSERT_TRUE(chats.ok());
   auto dir = TempDir::create();
   ASSERT_TRUE(dir.ok());
   for (const auto& c : (*chats)["cases"]) {
-    auto file = dir->write_file("messages.json", c["messages"].dump());
-    ASSERT_TRUE(file.ok());
-    std::vector<std::string> args = {"render", "--model", tokenizer_dir(GetParam()), "--messages", *file};
-    if (c["kwargs"].value("enable_thinking", true) == false) args.push_back("--no-thinking");
-    auto result = run_command(lockstep_binary(), args);
-    ASSERT_TRUE(result.ok());
-    ASSERT_EQ(result->exit_code, 0) << result->err;
-    EXPECT_EQ(result->out, c["prompt"].get<std::string>());
+    CommandResult result = render(GetParam(), *dir, "messages.json", c["messages"], c["kwargs"]);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, c["prompt"].get<std::string>());
   }
 }
 
@@ -83,29 +92,21 @@ TEST_P(CliText, RenderTakesTextPartsAndNullContentAsTheServerDoes) {
     message["content"] = json::array({{{"type", "text"}, {"text", content.substr(0, half)}},
                                       {{"type", "text"}, {"text", content.substr(half)}}});
   }
-  auto file = dir->write_file("parts.json", parts.dump());
-  ASSERT_TRUE(file.ok());
-  std::vector<std::string> args = {"render", "--model", tokenizer_dir(GetParam()), "--messages", *file};
-  if (c["kwargs"].value("enable_thinking", true) == false) args.push_back("--no-thinking");
-  auto result = run_command(lockstep_binary(), args);
-  ASSERT_TRUE(result.ok());
-  ASSERT_EQ(result->exit_code, 0) << result->err;
-  EXPECT_EQ(result->out, c["prompt"].get<std::string>());
+  CommandResult result = render(GetParam(), *dir, "parts.json", parts, c["kwargs"]);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, c["prompt"].get<std::string>());
   if (GetParam() != "qwen3" && GetParam() != "deepseek_v3") return;
   const json calls = json::parse(R"([{"role": "user", "content": "weather?"},
     {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
     {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
-  auto calls_file = dir->write_file("calls.json", calls.dump());
-  ASSERT_TRUE(calls_file.ok());
-  auto rendered = run_command(lockstep_binary(), {"render", "--model", tokenizer_dir(GetParam()), "--messages", *calls_file});
-  ASSERT_TRUE(rendered.ok());
-  ASSERT_EQ(rendered->exit_code, 0) << rendered->err;
+  CommandResult rendered = render(GetParam(), *dir, "calls.json", calls, json::object());
+  ASSERT_EQ(rendered.exit_code, 0) << rendered.err;
   // Qwen3 prints the call with tojson; DeepSeek V3 renders calls only under null content, and
   // joins the arguments' text as the client sent it.
   const std::string call = GetParam() == "qwen3" ? "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
                                                  : "get_weather\n```json\n{\"city\": \"Paris\"}\n```";
-  EXPECT_NE(rendered->out.find(call), std::string::npos) << rendered->out;
+  EXPECT_NE(rendered.out.find(call), std::string::npos) << rendered.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, CliText, ::testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3"));
