@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "base/hex.h"
 #include "chat_template/jinja_strings.h"
 
 namespace lockstep::jinja {
@@ -306,9 +307,7 @@ Status Lexer::lex_string() {
     char32_t c = 0;
     for (size_t k = 0; k < count; ++k) {
       char h = src_[i_ + k];
-      int digit = is_digit(h)                          ? h - '0'
-                  : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
-                                                       : -1;
+      int digit = hex_digit(h);
       if (digit < 0) return std::nullopt;
       c = c * 16 + static_cast<char32_t>(digit);
     }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/hex.h"
 #include "grammar/json_schema.h"
 
 namespace lockstep {
@@ -287,8 +288,7 @@ class GbnfParser {
     for (int i = 0; i < digits; ++i, ++pos_) {
       if (pos_ >= s_.size()) return fail("expected " + std::to_string(digits) + " hex digits");
       const char h = s_[pos_];
-      const int digit = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      const int digit = hex_digit(h);
       if (digit < 0) return fail("expected " + std::to_string(digits) + " hex digits");
       value = value * 16 + uint32_t(digit);
     }

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <limits>
 
+#include "base/hex.h"
+
 namespace lockstep {
 namespace {
 
@@ -234,12 +236,6 @@ bool expects_continue(const RequestHead& head) {
 }
 
 std::optional<std::string> percent_decoded(std::string_view text) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
@@ -248,7 +244,7 @@ std::optional<std::string> percent_decoded(std::string_view text) {
       continue;
     }
     if (i + 2 >= text.size()) return std::nullopt;
-    const int high = hex(text[i + 1]), low = hex(text[i + 2]);
+    const int high = hex_digit(text[i + 1]), low = hex_digit(text[i + 2]);
     if (high < 0 || low < 0) return std::nullopt;
     out += char(high * 16 + low);
     i += 2;

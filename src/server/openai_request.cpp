@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cmath>
+#include <initializer_list>
 
 #include "server/request_fields.h"
 #include "server/structured_output.h"
@@ -65,23 +66,24 @@ std::optional<RequestError> read_logit_bias(const nlohmann::json& body, LogitAdj
   return std::nullopt;
 }
 
+// Whether a chat template's text holds any of `forms`.
+bool mentions_any(const std::string& source, std::initializer_list<const char*> forms) {
+  return std::any_of(forms.begin(), forms.end(), [&](const char* form) { return source.find(form) != std::string::npos; });
+}
+
 // Whether a chat template tells a message's null content from "" (DeepSeek V3's renders an
 // assistant's calls only under `message['content'] is none`); most templates read content as
 // text, so null goes to them as "".
 bool tests_null_content(const std::string& source) {
-  for (const char* test : {".content is none", "['content'] is none", "[\"content\"] is none", ".content is not none",
-                           "['content'] is not none", "[\"content\"] is not none"})
-    if (source.find(test) != std::string::npos) return true;
-  return false;
+  return mentions_any(source, {".content is none", "['content'] is none", "[\"content\"] is none",
+                               ".content is not none", "['content'] is not none", "[\"content\"] is not none"});
 }
 
 // Whether a chat template joins a call's arguments to text as they are (DeepSeek V3's
 // `tool['function']['arguments'] + '\n'`): they go to it as the JSON string the client sent.
 // Others print them with tojson or read their keys, so they go as an object.
 bool joins_argument_text(const std::string& source) {
-  for (const char* join : {"['arguments'] +", "[\"arguments\"] +", ".arguments +", "+ tool['function']['arguments']"})
-    if (source.find(join) != std::string::npos) return true;
-  return false;
+  return mentions_any(source, {"['arguments'] +", "[\"arguments\"] +", ".arguments +", "+ tool['function']['arguments']"});
 }
 
 // Chat content: a string, or an array of {"type": "text", "text": ...} parts.
@@ -205,10 +207,7 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
     if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
     nlohmann::ordered_json copy = message;
     const bool null = message.contains("content") && message["content"].is_null();
-    if (null && keep_null)
-      copy["content"] = nullptr;
-    else
-      copy["content"] = *content;
+    copy["content"] = null && keep_null ? nlohmann::ordered_json() : nlohmann::ordered_json(*content);
     // A call's arguments come as a JSON string; templates read them as an object (as
     // transformers' callers pass them).
     if (copy.contains("tool_calls")) {

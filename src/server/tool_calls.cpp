@@ -11,6 +11,7 @@ namespace {
 
 using ordered = nlohmann::ordered_json;
 
+constexpr const char* kSpaces = " \t\r\n";
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>", kPythonTag = "<|python_tag|>";
 
 // How much of the end of `text` could be the start of `marker`.
@@ -21,9 +22,9 @@ size_t partial_suffix(const std::string& text, std::string_view marker) {
 }
 
 std::string trim(const std::string& text) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
+  const size_t first = text.find_first_not_of(kSpaces);
   if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  return text.substr(first, text.find_last_not_of(kSpaces) - first + 1);
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
@@ -164,7 +165,7 @@ std::string ToolCallParser::release(std::string text) {
   if (forced_) return {};
   if (spoken_) return text;
   spaces_ += text;
-  if (spaces_.find_first_not_of(" \t\r\n") == std::string::npos) return {};
+  if (spaces_.find_first_not_of(kSpaces) == std::string::npos) return {};
   spoken_ = true;
   text.swap(spaces_);
   spaces_.clear();

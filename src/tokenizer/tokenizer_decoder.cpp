@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer_decoder.h"
 
+#include "base/hex.h"
 #include "tokenizer/tokenizer_byte_level.h"
 #include "tokenizer/tokenizer_json_options.h"
 #include "base/utf8.h"
@@ -13,13 +14,7 @@ constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";
 // also takes a leading '+'); -1 for any other token.
 int byte_token_value(std::string_view token) {
   if (token.size() != 6 || token.substr(0, 3) != "<0x" || token.back() != '>') return -1;
-  auto digit = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  int high = digit(token[3]), low = digit(token[4]);
+  int high = hex_digit(token[3]), low = hex_digit(token[4]);
   if (token[3] == '+' && low >= 0) return low;
   return high >= 0 && low >= 0 ? high * 16 + low : -1;
 }
