@@ -104,7 +104,7 @@ struct Choice {
   std::optional<int32_t> lead;
   std::vector<TokenLogprobs> prompt_logprobs;
   bool echo_sent = false;
-  int64_t text_offset = 0;  // characters of this choice's text its logprobs have covered
+  TextOffset text_offset;  // the characters of this choice's text its logprobs have covered
   std::optional<StreamEnd> end;
   bool first_chunk = true;
   bool stopped = false;  // cut at a stop string: its stream was cancelled for it

@@ -18,13 +18,6 @@ std::vector<int> bytes_of(const std::string& s) {
   return bytes;
 }
 
-// Characters (code points) of UTF-8 text, as OpenAI's text_offset counts them.
-int64_t characters(const std::string& s) {
-  int64_t count = 0;
-  for (unsigned char c : s) count += (c & 0xC0) != 0x80;
-  return count;
-}
-
 // A token's own bytes, as OpenAI's `bytes` gives them: what it adds to the text, a piece of a
 // character included (its `token` text shows such a piece as U+FFFD), so a client can join the
 // pieces of a character split over tokens.
@@ -35,6 +28,30 @@ std::vector<int> token_bytes_of(const ModelText& text, int32_t id) {
 }
 
 }  // namespace
+
+void TextOffset::add(std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    if (expected_ > 0 && c >= low_ && c <= high_) {  // the open character goes on
+      --expected_;
+      low_ = 0x80, high_ = 0xBF;
+      continue;
+    }
+    ++characters;  // a new character, or one U+FFFD for a byte that cannot start one
+    expected_ = 0;
+    low_ = 0x80, high_ = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      expected_ = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      expected_ = 2;
+      if (c == 0xE0) low_ = 0xA0;   // no overlong forms
+      if (c == 0xED) high_ = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      expected_ = 3;
+      if (c == 0xF0) low_ = 0x90;
+      if (c == 0xF4) high_ = 0x8F;  // nothing past U+10FFFF
+    }
+  }
+}
 
 nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens) {
   if (tokens.empty()) return nullptr;
@@ -50,35 +67,38 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 }
 
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
-                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset,
+                                        const std::vector<TokenLogprobs>& tokens, TextOffset& offset,
                                         std::string_view echo) {
   if (tokens.empty() && !lead) return nullptr;
   nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
   size_t echoed = 0;  // bytes of `echo` the tokens so far cover
-  // The characters token `id` takes in the reply's text.
-  auto width = [&](int32_t id) -> int64_t {
-    if (!text.has_tokenizer()) return 0;
+  // Moves `offset` past the characters token `id` takes in the reply's text.
+  auto advance = [&](int32_t id) {
+    if (!text.has_tokenizer()) return;
     const Tokenizer& tokenizer = text.tokenizer();
     const bool special = tokenizer.is_special(id);
-    if (echo.empty()) return special ? 0 : characters(tokenizer.token_bytes(id));
+    if (echo.empty()) {
+      if (!special) offset.add(tokenizer.token_bytes(id));
+      return;
+    }
     const std::string bytes = special ? tokenizer.decode({id}, false) : tokenizer.token_bytes(id);
     for (size_t skip = 0; skip < 2 && skip < bytes.size(); ++skip) {  // a leading space a decoder drops
       const std::string_view found(bytes.data() + skip, bytes.size() - skip);
       if (skip == 1 && bytes[0] != ' ') break;
       if (echo.substr(echoed, found.size()) == found) {
         echoed += found.size();
-        return characters(std::string(found));
+        offset.add(found);
+        return;
       }
     }
-    return 0;
   };
   auto add = [&](int32_t id, const nlohmann::json& logprob, const nlohmann::json& top) {
     pieces.push_back(token_text(text, id));
     logprobs.push_back(logprob);
     tops.push_back(top);
-    offsets.push_back(offset);
-    offset += width(id);
+    offsets.push_back(offset.characters);
+    advance(id);
   };
   if (lead) add(*lead, nullptr, nullptr);
   for (const TokenLogprobs& token : tokens) {

@@ -29,6 +29,18 @@ std::string token_text(const ModelText& text, int32_t id);
 // The logprobs object of one chat choice, for `tokens` (empty: null).
 nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<TokenLogprobs>& tokens);
 
+// How far a completion's text_offset has got: the characters (code points) of its text so far, as
+// a lossy UTF-8 decoder counts them (a well-formed character, or a maximal ill-formed piece shown
+// as one U+FFFD), carried over tokens that split a character.
+struct TextOffset {
+  int64_t characters = 0;
+  void add(std::string_view bytes);
+
+ private:
+  int expected_ = 0;                 // continuation bytes the open character still needs
+  unsigned char low_ = 0x80, high_ = 0xBF;  // the range its next byte must fall in
+};
+
 // The logprobs object of a completion choice (or of one stream chunk of it): `lead`, when given,
 // is an echoed prompt's first token, listed with null logprobs (nothing precedes it), then
 // `tokens`. text_offset counts characters (code points) of the reply's text from `offset`,
@@ -37,7 +49,7 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 // start) each token is found where the text has got to: one the text does not hold there (the
 // BOS a tokenizer adds) takes no characters. Nothing to list: null.
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
-                                        const std::vector<TokenLogprobs>& tokens, int64_t& offset,
+                                        const std::vector<TokenLogprobs>& tokens, TextOffset& offset,
                                         std::string_view echo = {});
 // `more`'s entries appended to `logprobs`' (both completion logprobs objects or null).
 void append_logprobs(nlohmann::json& logprobs, const nlohmann::json& more);

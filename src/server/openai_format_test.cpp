@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_test_support.h"
@@ -24,7 +25,7 @@ TEST(CompletionLogprobs, EchoOffsetsPointIntoTheTextAndAnAddedBosTakesNone) {
   ASSERT_TRUE(text->tokenizer().is_special(ids->front())) << "Llama 3.1 adds <|begin_of_text|>";
   std::vector<TokenLogprobs> scored;
   for (size_t i = 1; i < ids->size(); ++i) scored.push_back({(*ids)[i], -1.0f, {}});
-  int64_t offset = 0;
+  TextOffset offset;
   const nlohmann::json lp = completion_logprobs_json(*text, ids->front(), scored, offset, prompt);
   ASSERT_EQ(lp["text_offset"].size(), ids->size());
   EXPECT_EQ(lp["text_offset"][0], 0);
@@ -37,7 +38,7 @@ TEST(CompletionLogprobs, EchoOffsetsPointIntoTheTextAndAnAddedBosTakesNone) {
     wide.push_back(c);
     i += size_t(length);
   }
-  EXPECT_EQ(offset, int64_t(wide.size()));  // all of the prompt, and nothing for the BOS
+  EXPECT_EQ(offset.characters, int64_t(wide.size()));  // all of the prompt, and nothing for the BOS
   int64_t expected = 0;
   for (size_t i = 1; i < ids->size(); ++i) {
     EXPECT_EQ(lp["text_offset"][i], expected) << "token " << i;
@@ -50,7 +51,51 @@ TEST(CompletionLogprobs, EchoOffsetsPointIntoTheTextAndAnAddedBosTakesNone) {
   const nlohmann::json more = completion_logprobs_json(*text, std::nullopt, {{word, -0.5f, {}}, {end, -0.1f, {}}}, offset);
   EXPECT_EQ(more["text_offset"][0], int64_t(wide.size()));
   EXPECT_EQ(more["text_offset"][1], int64_t(wide.size()) + 5);
-  EXPECT_EQ(offset, int64_t(wide.size()) + 5);
+  EXPECT_EQ(offset.characters, int64_t(wide.size()) + 5);
+}
+
+// Bytes that make no character count as the U+FFFD the reply's text shows for each maximal
+// ill-formed piece, so the offsets after them still point at their tokens' text.
+TEST(CompletionLogprobs, OffsetsCountEachIllFormedPieceAsOneCharacter) {
+  const std::string dir = testing_support::real_tokenizer_dir("llama3_1");
+  if (!std::ifstream(dir + "/tokenizer.json")) GTEST_SKIP() << "run scripts/fetch-tokenizers";
+  auto text = ModelText::load(dir);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  std::map<unsigned char, int32_t> byte_token;  // the tokens of one byte each
+  for (int32_t id = 0; id < 512; ++id) {
+    const std::string bytes = text->tokenizer().token_bytes(id);
+    if (bytes.size() == 1) byte_token.emplace(uint8_t(bytes[0]), id);
+  }
+  for (unsigned char b : {0x80, 0xE0, 0xE4, 0xB8, 0xAD}) ASSERT_TRUE(byte_token.count(b)) << int(b);
+  const int32_t word = text->encode(" word", false)->front();
+  auto offsets = [&](std::vector<unsigned char> bytes) {
+    std::vector<TokenLogprobs> tokens;
+    for (unsigned char b : bytes) tokens.push_back({byte_token[b], -1.0f, {}});
+    tokens.push_back({word, -1.0f, {}});
+    TextOffset offset;
+    const nlohmann::json lp = completion_logprobs_json(*text, std::nullopt, tokens, offset);
+    std::vector<int64_t> out = lp["text_offset"].get<std::vector<int64_t>>();
+    out.push_back(offset.characters);
+    return out;
+  };
+  // A lone continuation byte is one U+FFFD: " word" starts after it.
+  EXPECT_EQ(offsets({0x80}), (std::vector<int64_t>{0, 1, 6}));
+  // 中 over three tokens is one character; the tokens after its first start past it.
+  EXPECT_EQ(offsets({0xE4, 0xB8, 0xAD}), (std::vector<int64_t>{0, 1, 1, 1, 6}));
+  // E0 80 is no character's start (an overlong form): two U+FFFD.
+  EXPECT_EQ(offsets({0xE0, 0x80}), (std::vector<int64_t>{0, 1, 2, 7}));
+  // A character cut short by a new one: the cut piece is one U+FFFD.
+  EXPECT_EQ(offsets({0xE4, 0xB8, 0xE4, 0xB8, 0xAD}), (std::vector<int64_t>{0, 1, 1, 2, 2, 2, 7}));
+  // The reply's text shows the same characters.
+  for (std::vector<unsigned char> bytes : {std::vector<unsigned char>{0x80}, {0xE0, 0x80}, {0xE4, 0xB8, 0xE4, 0xB8, 0xAD}}) {
+    std::vector<int32_t> ids;
+    for (unsigned char b : bytes) ids.push_back(byte_token[b]);
+    ids.push_back(word);
+    const std::string decoded = text->tokenizer().decode(ids);
+    int64_t characters = 0;
+    for (unsigned char c : decoded) characters += (c & 0xC0) != 0x80;
+    EXPECT_EQ(characters, offsets(bytes).back()) << decoded;
+  }
 }
 
 }  // namespace
