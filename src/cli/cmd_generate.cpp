@@ -132,7 +132,7 @@ Command add_generate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   command->add_option("--max-tokens", flags->max_tokens, "tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   command->add_option("--temperature", flags->temperature, "0: greedy");
-  command->add_option("--top-k", flags->top_k, "keep the k most likely ids (0: off)");
+  command->add_option("--top-k", flags->top_k, "keep the k most likely ids (0 or -1: off)");
   command->add_option("--top-p", flags->top_p, "nucleus mass (1: off)");
   command->add_option("--min-p", flags->min_p, "drop ids below min_p times the top probability (0: off)");
   command->add_option("--seed", flags->seed, "sampling seed (default: a fresh one, printed to stderr)")

@@ -34,8 +34,8 @@ std::string show(double value) {
 std::optional<SamplingProblem> sampling_problem(const SamplingParams& params) {
   if (!(params.temperature >= 0.0f && params.temperature <= kMaxTemperature))
     return SamplingProblem{"temperature", "temperature must be in [0, 100], got " + show(params.temperature)};
-  if (params.top_k < 0)
-    return SamplingProblem{"top_k", "top_k must be >= 0 (0: off), got " + std::to_string(params.top_k)};
+  if (params.top_k < -1)
+    return SamplingProblem{"top_k", "top_k must be >= -1 (0 or -1: off), got " + std::to_string(params.top_k)};
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f))
     return SamplingProblem{"top_p", "top_p must be in (0, 1] (1: off), got " + show(params.top_p)};
   if (!(params.min_p >= 0.0f && params.min_p <= 1.0f))

@@ -15,7 +15,7 @@ namespace lockstep {
 // How to pick a token. Check with validate() before use.
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax; ties go to the lowest id); else (0, 100]
-  int top_k = 0;             // 0: off; keep the k highest logits (k >= vocab is also off)
+  int top_k = 0;             // 0 or -1: off; keep the k highest logits (k >= vocab is also off)
   float top_p = 1.0f;        // 1: off; keep the fewest most probable tokens of mass >= top_p
   float min_p = 0.0f;        // 0: off; drop tokens whose prob < min_p * the top prob
   uint64_t seed = 0;         // keys the draws; unused when greedy
@@ -29,7 +29,7 @@ struct SampleRow {
 };
 
 // The first field out of range, with a message that names it and its value. Ranges:
-// temperature in [0, 100] (finite), top_k >= 0, top_p in (0, 1], min_p in [0, 1]; NaN is out
+// temperature in [0, 100] (finite), top_k >= -1, top_p in (0, 1], min_p in [0, 1]; NaN is out
 // of range.
 struct SamplingProblem {
   const char* field;  // "temperature", "top_k", "top_p" or "min_p"

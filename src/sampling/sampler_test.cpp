@@ -204,6 +204,12 @@ TEST(Sampler, TopKKeepsOnlyTheKBest) {
   params.top_k = 5;
   const std::set<int> best_five(by_logit.begin(), by_logit.begin() + 5);
   EXPECT_EQ(sampled_ids(logits, params, 2000), best_five);
+  // -1 is off, as 0 is (OpenAI's and vLLM's spelling).
+  params.top_k = -1;
+  const std::vector<int> minus_one = counts_over(logits, params, 2000);
+  params.top_k = 0;
+  EXPECT_EQ(minus_one, counts_over(logits, params, 2000));
+  EXPECT_GT(sampled_ids(logits, params, 2000).size(), 5u);
 }
 
 TEST(Sampler, TopPKeepsTheNucleus) {
@@ -244,6 +250,8 @@ TEST(Validate, AcceptsDefaultsAndBounds) {
   bounds.top_p = 1e-30f;
   bounds.min_p = 1.0f;
   EXPECT_TRUE(validate(bounds).ok());
+  bounds.top_k = -1;
+  EXPECT_TRUE(validate(bounds).ok());
 }
 
 TEST(Validate, RejectsEachFieldByName) {
@@ -262,7 +270,7 @@ TEST(Validate, RejectsEachFieldByName) {
   add([](SamplingParams& p) { p.temperature = 101; }, "temperature", "101");
   add([](SamplingParams& p) { p.temperature = kNaN; }, "temperature", "nan");
   add([](SamplingParams& p) { p.temperature = kInf; }, "temperature", "inf");
-  add([](SamplingParams& p) { p.top_k = -3; }, "top_k", "-3");
+  add([](SamplingParams& p) { p.top_k = -2; }, "top_k", "-2");
   add([](SamplingParams& p) { p.top_p = 0; }, "top_p", "0");
   add([](SamplingParams& p) { p.top_p = 1.5f; }, "top_p", "1.5");
   add([](SamplingParams& p) { p.top_p = kNaN; }, "top_p", "nan");
