@@ -22,14 +22,15 @@ using nlohmann::json;
 // `lockstep serve` in miniature: the llama fixture behind the OpenAI API on a free port.
 class BenchTarget {
  public:
-  explicit BenchTarget(int32_t parallel, bool prompt_cache = false)
-      : server_(test_data("llama"), "llama", cache_options(parallel, prompt_cache)) {}
+  explicit BenchTarget(int32_t parallel, bool prompt_cache = false, const std::string& api_key = "")
+      : server_(test_data("llama"), "llama", cache_options(parallel, prompt_cache, api_key)) {}
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
   int port() const { return server_.port(); }
 
  private:
-  static TestServerOptions cache_options(int32_t parallel, bool prompt_cache) {
+  static TestServerOptions cache_options(int32_t parallel, bool prompt_cache, const std::string& api_key) {
     TestServerOptions options;
+    options.api_key = api_key;
     options.parallel = parallel;
     options.prompt_cache = prompt_cache;
     return options;
@@ -249,6 +250,20 @@ TEST(BenchClient, ErrorsAreOneLine) {
     ASSERT_EQ(lines.size(), 1u) << run.err;
     EXPECT_EQ(lines[0].rfind("lockstep: error: ", 0), 0u) << lines[0];
   }
+}
+
+// A server started with --api-key: bench sends the key it is given, and without it says why it
+// stopped.
+TEST(BenchClient, AKeyedServerTakesTheKeyGiven) {
+  BenchTarget server(2, false, "sesame");
+  CommandResult keyed = bench({"--url", server.url(), "--api-key", "sesame", "--levels", "1", "--tokens", "4",
+                               "--reps", "1", "--temperatures", "0"});
+  EXPECT_EQ(keyed.exit_code, 0) << keyed.err;
+  CommandResult without = bench({"--url", server.url(), "--levels", "1", "--tokens", "4", "--reps", "1"});
+  EXPECT_NE(without.exit_code, 0);
+  EXPECT_NE(without.err.find("401"), std::string::npos) << without.err;
+  CommandResult wrong = bench({"--url", server.url(), "--api-key", "open", "--levels", "1", "--tokens", "4"});
+  EXPECT_NE(wrong.exit_code, 0);
 }
 
 }  // namespace

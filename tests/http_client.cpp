@@ -8,7 +8,7 @@ namespace lockstep {
 
 HttpReply http_request(int port, const std::string& method, const std::string& path, const std::string& body,
                        int timeout_seconds) {
-  Expected<HttpReply> reply = http_request(HttpEndpoint{"127.0.0.1", port}, method, path, body, timeout_seconds);
+  Expected<HttpReply> reply = http_request(HttpEndpoint{"127.0.0.1", port, {}}, method, path, body, timeout_seconds);
   return reply.ok() ? std::move(*reply) : HttpReply{};
 }
 
@@ -38,8 +38,8 @@ double metric_value(const std::string& metrics, const std::string& series) {
 }
 
 OpenRequest::OpenRequest(int port, const std::string& method, const std::string& path, const std::string& body)
-    : connection_(HttpEndpoint{"127.0.0.1", port}, std::chrono::milliseconds(200)) {
-  const HttpEndpoint server{"127.0.0.1", port};
+    : connection_(HttpEndpoint{"127.0.0.1", port, {}}, std::chrono::milliseconds(200)) {
+  const HttpEndpoint server{"127.0.0.1", port, {}};
   connected_ = connection_.open().ok() && connection_.send(http_request_text(server, method, path, body)).ok();
 }
 

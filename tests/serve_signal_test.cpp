@@ -68,7 +68,7 @@ TEST(ServeProcess, StopCancelsStreamsAndEndsTheirRepliesCleanly) {
 TEST(ServeProcess, AClientStillSendingDoesNotHoldUpStop) {
   ServeProcess server(test_data("llama"));
   ASSERT_GT(server.port, 0) << "no serving line";
-  ClientConnection trickle({"127.0.0.1", server.port}, std::chrono::milliseconds(5000));
+  ClientConnection trickle({"127.0.0.1", server.port, {}}, std::chrono::milliseconds(5000));
   ASSERT_TRUE(trickle.open().ok());
   ASSERT_TRUE(trickle.send("POST /v1/completions HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{\"prompt\": ").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -22,7 +22,7 @@ json body_of(json extra) {
 
 // A request with extra header lines (each "Name: value\r\n").
 HttpReply request_with(int port, const std::string& method, const std::string& path, const std::string& headers) {
-  ClientConnection connection(HttpEndpoint{"127.0.0.1", port}, std::chrono::milliseconds(10000));
+  ClientConnection connection(HttpEndpoint{"127.0.0.1", port, {}}, std::chrono::milliseconds(10000));
   if (!connection.open().ok()) return {};
   const std::string text = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers +
                            "Content-Length: 0\r\nConnection: close\r\n\r\n";

@@ -228,7 +228,7 @@ TEST_P(ServerTest, AClientThatHalfClosesGetsItsReply) {
   HttpReply alone = http_request(server.port(), "POST", "/v1/completions", body);
   ASSERT_EQ(alone.status, 200);
   // Sends the request, shuts its sending side (curl and Python clients may), then reads.
-  ClientConnection client({"127.0.0.1", server.port()}, std::chrono::milliseconds(30000));
+  ClientConnection client({"127.0.0.1", server.port(), {}}, std::chrono::milliseconds(30000));
   ASSERT_TRUE(client.open().ok());
   ASSERT_TRUE(client.send("POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body)

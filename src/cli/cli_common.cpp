@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -99,6 +100,12 @@ Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
 int fail(const std::string& message) {
   std::cerr << "lockstep: error: " << message << "\n";
   return 1;
+}
+
+std::string api_key_of(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* key = std::getenv("LOCKSTEP_API_KEY");
+  return key ? key : "";
 }
 
 }  // namespace lockstep::cli

@@ -60,4 +60,8 @@ nlohmann::json chat_kwargs(bool no_thinking);
 // Prints "lockstep: error: <message>" to stderr and returns the exit code 1.
 int fail(const std::string& message);
 
+// The API key a server takes or a client sends: `given`, else LOCKSTEP_API_KEY from the
+// environment, else none (empty).
+std::string api_key_of(const std::string& given);
+
 }  // namespace lockstep::cli

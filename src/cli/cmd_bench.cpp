@@ -27,6 +27,7 @@ struct BenchFlags {
   bench::TurnsSettings turns;
   bool turns_given = false;
   int timeout_seconds = 600;
+  std::string api_key;  // empty: LOCKSTEP_API_KEY, if set
 };
 
 Status write_text(const std::string& path, const std::string& text) {
@@ -39,6 +40,7 @@ Status write_text(const std::string& path, const std::string& text) {
 
 int run_bench(const BenchFlags& flags) {
   auto server = parse_http_url(flags.url);
+  if (server.ok()) server->api_key = api_key_of(flags.api_key);
   if (!server.ok()) return fail("--url: " + server.error().message);
   auto prompts = bench::load_prompts(flags.prompts_path.empty() ? bench::default_prompts_path() : flags.prompts_path);
   if (!prompts.ok()) return fail(prompts.error().message);
@@ -103,6 +105,9 @@ Command add_bench_command(CLI::App& app) {
       "the binary, else under the current directory). Against a server without a tokenizer, or with\n"
       "--ids, each prompt goes as its UTF-8 bytes used as token ids.");
   command->add_option("--url", flags->url, "the server, http://HOST:PORT (IPv4 or localhost)")->required();
+  command->add_option("--api-key", flags->api_key,
+                      "sent as 'Authorization: Bearer KEY' to a server started with --api-key; also read from "
+                      "LOCKSTEP_API_KEY");
   command->add_option("--levels", flags->sweep.levels, "concurrent streams per cell, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096))

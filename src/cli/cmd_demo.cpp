@@ -20,6 +20,7 @@ namespace {
 struct DemoFlags {
   std::string url = "http://127.0.0.1:8080";
   int wait_seconds = 60;
+  std::string api_key;  // empty: LOCKSTEP_API_KEY, if set
 };
 
 struct Question {
@@ -97,6 +98,7 @@ Expected<Answer> alone_answer(const HttpEndpoint& server, const std::string& que
 
 int run_demo(const DemoFlags& flags) {
   auto server = parse_http_url(flags.url);
+  if (server.ok()) server->api_key = api_key_of(flags.api_key);
   if (!server.ok()) return fail(server.error().message);
   // Wait for the server to come up.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(flags.wait_seconds);
@@ -151,6 +153,9 @@ Command add_demo_command(CLI::App& app) {
   auto flags = std::make_shared<DemoFlags>();
   CLI::App* command = app.add_subcommand("demo", "Ask a running server of the embedded model a few questions at once");
   command->add_option("--url", flags->url, "the server");
+  command->add_option("--api-key", flags->api_key,
+                      "sent as 'Authorization: Bearer KEY' to a server started with --api-key; also read from "
+                      "LOCKSTEP_API_KEY");
   command->add_option("--wait", flags->wait_seconds, "seconds to wait for the server to come up");
   return {command, [flags] { return run_demo(*flags); }};
 }

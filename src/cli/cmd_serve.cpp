@@ -169,9 +169,8 @@ int run_serve(const ServeFlags& flags) {
   ServeSettings settings;
   settings.model_name = flags.served_names.empty() ? model_id_of(model_flags.model_dir) : flags.served_names[0];
   if (flags.served_names.size() > 1) settings.aliases.assign(flags.served_names.begin() + 1, flags.served_names.end());
-  settings.api_key = flags.api_key;
+  settings.api_key = api_key_of(flags.api_key);
   settings.cors_origin = flags.cors_origin;
-  if (const char* key = std::getenv("LOCKSTEP_API_KEY"); settings.api_key.empty() && key) settings.api_key = key;
   settings.lanes = {flags.chunk, flags.parallel, flags.max_queue};
   settings.lanes.prompt_cache = cache_gib > 0;
   settings.lanes.host_bytes = size_t(cache_gib * double(1 << 30));

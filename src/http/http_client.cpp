@@ -263,6 +263,7 @@ std::string http_request_text(const HttpEndpoint& server, const std::string& met
                               const std::string& body) {
   std::string text = method + " " + path + " HTTP/1.1\r\nHost: " + server.host + ":" + std::to_string(server.port) +
                      "\r\nConnection: close\r\n";
+  if (!server.api_key.empty()) text += "Authorization: Bearer " + server.api_key + "\r\n";
   if (!body.empty() || method == "POST" || method == "PUT")
     text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   return text + "\r\n" + body;

@@ -21,6 +21,7 @@ namespace lockstep {
 struct HttpEndpoint {
   std::string host;  // a dotted IPv4 address or "localhost"
   int port = 0;
+  std::string api_key;  // sent as "Authorization: Bearer KEY" on every request when not empty
 };
 
 // "http://HOST:PORT", a trailing "/" allowed; HOST is a dotted IPv4 address or "localhost".

@@ -27,7 +27,7 @@ TEST(HttpClient, SplitsServerSentEvents) {
 }
 
 TEST(HttpClient, AnUnreachableServerIsAnError) {
-  auto reply = http_request(HttpEndpoint{"127.0.0.1", 1}, "GET", "/health", "", 2);
+  auto reply = http_request(HttpEndpoint{"127.0.0.1", 1, {}}, "GET", "/health", "", 2);
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.error().message.find("cannot connect to 127.0.0.1:1"), std::string::npos) << reply.error().message;
 }

@@ -37,7 +37,7 @@ using ClientResponse = HttpReply;
 class TestClient {
  public:
   explicit TestClient(int port, int timeout_ms = 5000)
-      : connection_(HttpEndpoint{"127.0.0.1", port}, std::chrono::milliseconds(timeout_ms)),
+      : connection_(HttpEndpoint{"127.0.0.1", port, {}}, std::chrono::milliseconds(timeout_ms)),
         connected_(connection_.open().ok()) {}
 
   bool connected() const { return connected_; }
