@@ -137,6 +137,41 @@ TEST_F(TextServer, TokenizeDetokenizeAndApplyTemplateAreTheServersOwnSteps) {
   EXPECT_EQ(http_request(server->port(), "GET", "/tokenize").status, 405);
 }
 
+// What a parser would settle silently is the client's error, named: a key given twice (which
+// value wins differs between parsers), a field that cannot act (stream_options without a
+// stream, an empty stop string), two limits that disagree, a text route's flag of the wrong type.
+TEST_F(TextServer, AmbiguousOrIdleFieldsAreRefusedByName) {
+  const std::string messages = R"([{"role": "user", "content": "hi"}])";
+  const std::pair<std::string, std::string> refused[] = {
+      {"/v1/completions", R"({"prompt": "hi", "max_tokens": 1, "max_tokens": 7})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "role": "system", "content": "hi"}]})"},
+      {"/v1/chat/completions", R"({"messages": )" + messages + R"(, "stream_options": {"include_usage": true}})"},
+      {"/v1/completions", R"({"prompt": "hi", "stop": ""})"},
+      {"/v1/completions", R"({"prompt": "hi", "stop": ["x", ""]})"},
+      {"/v1/chat/completions", R"({"messages": )" + messages + R"(, "max_tokens": 5, "max_completion_tokens": 3})"},
+      {"/tokenize", R"({"content": "hi", "add_special": "yes"})"},
+      {"/tokenize", R"({"content": "hi", "with_pieces": 1})"},
+      {"/tokenize", R"({"content": "hi", "content": "ho"})"},
+  };
+  const char* params[] = {"max_tokens", "role", "stream_options", "stop", "stop", "max_tokens", "add_special",
+                          "with_pieces", "content"};
+  for (size_t i = 0; i < std::size(refused); ++i) {
+    const auto& [path, body] = refused[i];
+    HttpReply reply = http_request(server->port(), "POST", path, body);
+    EXPECT_EQ(reply.status, 400) << body;
+    if (reply.status == 400) {
+      EXPECT_EQ(json::parse(reply.body)["error"]["param"], params[i]) << reply.body;
+    }
+  }
+  // The same fields, meant one way, are taken.
+  const std::pair<std::string, std::string> taken[] = {
+      {"/v1/chat/completions", R"({"messages": )" + messages + R"(, "max_tokens": 3, "max_completion_tokens": 3})"},
+      {"/v1/chat/completions", R"({"messages": )" + messages + R"(, "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}})"},
+      {"/tokenize", R"({"content": "hi", "add_special": null, "with_pieces": false})"},
+  };
+  for (const auto& [path, body] : taken) EXPECT_EQ(http_request(server->port(), "POST", path, body).status, 200) << body;
+}
+
 // A body nested 30,000 levels deep (in a message's extra field, in chat_template_kwargs, or in a
 // completion's unknown field) gets a 400 before anything walks it recursively, and the server
 // keeps serving. (The chat path used to crash on the messages' conversion for the template.)

@@ -210,6 +210,12 @@ TEST_F(ToolServer, BadToolFieldsAreRefusedByName) {
   EXPECT_EQ(refused({{"tool_choice", "required"}}), "tool_choice");
   EXPECT_EQ(refused({{"tools", json::array({{{"type", "function"}, {"function", {{"name", "bad name!"}}}}})}}), "tools");
   EXPECT_EQ(refused({{"tools", json::array({{{"type", "retrieval"}}})}}), "tools");
+  // A wrapper key that is not a tool's, and two tools of one name (a call could mean either).
+  EXPECT_EQ(refused({{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}, {"strict", true}}})}}),
+            "tools");
+  EXPECT_EQ(refused({{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}},
+                                            {{"type", "function"}, {"function", {{"name", "f"}, {"description", "again"}}}}})}}),
+            "tools");
   EXPECT_EQ(refused({{"tools", json::parse(kTools)}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}),
             "tool_choice");
   EXPECT_EQ(refused({{"tools", json::parse(kTools)}, {"parallel_tool_calls", "yes"}}), "parallel_tool_calls");

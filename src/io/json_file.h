@@ -22,4 +22,14 @@ namespace lockstep {
 [[nodiscard]] int64_t json_depth(const nlohmann::ordered_json& value);
 constexpr int64_t kMaxJsonDepth = 128;
 
+// What one pass over JSON text finds before any tree is built from it (a request body's tree
+// takes tens of times its bytes, and an over-deep one is refused anyway).
+struct JsonTextCheck {
+  bool valid = false;      // well-formed JSON, every object's keys distinct, no deeper than the limit
+  bool too_deep = false;   // nests deeper than kMaxJsonDepth (the pass stops there)
+  std::string duplicate;   // a key an object holds twice (the pass stops there): parsers differ
+                           // on which value wins, so a request that has one is refused
+};
+[[nodiscard]] JsonTextCheck check_json_text(const std::string& text);
+
 }  // namespace lockstep

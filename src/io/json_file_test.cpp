@@ -70,5 +70,22 @@ TEST(JsonDepth, CountsNestingWithoutRecursion) {
   EXPECT_EQ(json_depth(nlohmann::ordered_json::parse("[[[]]]")), 3);
 }
 
+TEST(JsonTextCheck, FindsDuplicateKeysAndOverDeepTextWithoutATree) {
+  EXPECT_TRUE(check_json_text(R"({"a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}]})").valid);
+  const JsonTextCheck twice = check_json_text(R"({"max_tokens": 1, "n": 2, "max_tokens": 7})");
+  EXPECT_FALSE(twice.valid);
+  EXPECT_EQ(twice.duplicate, "max_tokens");
+  EXPECT_EQ(check_json_text(R"({"m": [{"role": "user", "role": "system"}]})").duplicate, "role");
+  EXPECT_FALSE(check_json_text(R"({"a": 1,})").valid);
+  EXPECT_TRUE(check_json_text(R"({"a": 1,})").duplicate.empty());
+  EXPECT_FALSE(check_json_text("").valid);
+  // The limit itself passes; one level more is too deep, found without building a tree.
+  const auto nested = [](int64_t levels) { return std::string(size_t(levels), '[') + std::string(size_t(levels), ']'); };
+  EXPECT_TRUE(check_json_text(nested(kMaxJsonDepth)).valid);
+  const JsonTextCheck deep = check_json_text(nested(1000000));
+  EXPECT_FALSE(deep.valid);
+  EXPECT_TRUE(deep.too_deep);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -115,9 +115,14 @@ struct Choice {
 
 void OpenAiServer::completion(const HttpRequest& request, HttpResponder& responder, bool chat) {
   const auto received = std::chrono::steady_clock::now();
-  // A long chat template render gives up when its client leaves or the server stops.
-  auto parsed = parse_completion_request(request.body, chat, context_,
-                                         [&] { return stopping_.load() || responder.client_gone(); });
+  // A long chat template render gives up when its client leaves or the server stops; so does
+  // the wait of a large body for a parse slot, which it holds while its trees are alive.
+  const std::function<bool()> cancelled = [&] { return stopping_.load() || responder.client_gone(); };
+  std::variant<CompletionRequest, RequestError> parsed = RequestError{503, "the server is stopping", "server_error", "", ""};
+  {
+    ParseGate::Pass pass(parse_gate_, request.body.size(), cancelled);
+    if (pass.entered()) parsed = parse_completion_request(request.body, chat, context_, cancelled);
+  }
   if (auto* error = std::get_if<RequestError>(&parsed)) return send_error(responder, *error, "invalid");
   CompletionRequest& req = std::get<CompletionRequest>(parsed);
 

@@ -124,6 +124,7 @@ std::optional<RequestError> read_one_prompt(const nlohmann::json& prompt, const 
     return std::nullopt;
   }
   if (!prompt.is_array()) return bad(what, "prompt");
+  if (prompt.size() > max_ids) return over_context(context.info->max_context, "prompt");
   for (const auto& id : prompt) {
     if (!id.is_number_integer()) return bad(what, "prompt");
     // An integer past int32 is no id (check_request checks the rest against the vocabulary).
@@ -229,6 +230,19 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
   return std::nullopt;
 }
 
+std::variant<nlohmann::json, RequestError> parse_body_object(const std::string& text) {
+  // Before anything walks it recursively (copies, the chat template's values).
+  const JsonTextCheck check = check_json_text(text);
+  if (check.too_deep)
+    return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+  if (!check.duplicate.empty())
+    return bad("the body gives the key '" + check.duplicate + "' twice in one object", check.duplicate);
+  nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
+  if (body.is_discarded()) return bad("the body is not valid JSON");
+  if (!body.is_object()) return bad("the body must be a JSON object");
+  return body;
+}
+
 std::string error_body(const RequestError& error) {
   nlohmann::json body = {{"error",
                           {{"message", error.message},
@@ -242,12 +256,9 @@ namespace {
 
 std::variant<CompletionRequest, RequestError> parse_body(const std::string& text, bool chat, const RequestContext& context,
                                                          const std::function<bool()>& cancelled) {
-  nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
-  if (body.is_discarded()) return bad("the body is not valid JSON");
-  if (!body.is_object()) return bad("the body must be a JSON object");
-  // Before anything walks it recursively (copies, the chat template's values).
-  if (json_depth(body) > kMaxJsonDepth)
-    return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+  auto parsed = parse_body_object(text);
+  if (auto* error = std::get_if<RequestError>(&parsed)) return *error;
+  const nlohmann::json& body = std::get<nlohmann::json>(parsed);
   if (auto problem = unsupported_field(body, chat)) return bad(problem->message, problem->field);
   CompletionRequest out;
   out.chat = chat;
@@ -267,7 +278,11 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   size_t longest = 0;
   for (const PromptEntry& prompt : out.prompts) longest = std::max(longest, prompt.ids.size());
   const int64_t room = context.info->max_context - int64_t(longest);
-  auto max_tokens = field<int64_t>(body, chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", error);
+  const bool completion_limit = chat && body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null();
+  if (completion_limit && body.contains("max_tokens") && !body["max_tokens"].is_null() &&
+      body["max_tokens"] != body["max_completion_tokens"])
+    return bad("'max_tokens' and 'max_completion_tokens' differ: give one of them", "max_tokens");
+  auto max_tokens = field<int64_t>(body, completion_limit ? "max_completion_tokens" : "max_tokens", error);
   auto temperature = field<double>(body, "temperature", error);
   auto top_p = field<double>(body, "top_p", error);
   auto top_k = field<int64_t>(body, "top_k", error);
@@ -301,6 +316,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   if (error) return *error;
   if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
     if (!options->is_object()) return bad("'stream_options' must be an object", "stream_options");
+    if (!out.stream) return bad("'stream_options' is only for a streamed reply ('stream': true)", "stream_options");
     for (auto& [key, value] : options->items()) {
       if (key != "include_usage")
         return bad("'stream_options." + key + "' is not supported (only include_usage)", "stream_options");
@@ -310,10 +326,12 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
     }
   }
   if (auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
+    if (stop->is_string() && stop->get_ref<const std::string&>().empty()) return bad("the 'stop' string is empty", "stop");
     if (stop->is_string()) out.stop.push_back(stop->get<std::string>());
     else if (stop->is_array() && stop->size() <= 16) {
       for (const auto& s : *stop) {
         if (!s.is_string()) return bad("'stop' must be a string or an array of strings", "stop");
+        if (s.get_ref<const std::string&>().empty()) return bad("a 'stop' string is empty", "stop");
         out.stop.push_back(s.get<std::string>());
       }
     } else {

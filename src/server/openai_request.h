@@ -76,6 +76,11 @@ struct CompletionRequest {
 [[nodiscard]] std::variant<CompletionRequest, RequestError> parse_completion_request(
     const std::string& body, bool chat, const RequestContext& context, const std::function<bool()>& cancelled = {});
 
+// A request body as a JSON object, or the 400 that says why not: not JSON, not an object,
+// nested deeper than kMaxJsonDepth, or an object with a key twice (found before any tree is
+// built). Every route with a body reads it so.
+[[nodiscard]] std::variant<nlohmann::json, RequestError> parse_body_object(const std::string& text);
+
 // {"error": {"message", "type", "param", "code"}}
 std::string error_body(const RequestError& error);
 

@@ -18,6 +18,7 @@
 #include "http/http_server.h"
 #include "lanes/lane_host.h"
 #include "server/metrics.h"
+#include "server/parse_gate.h"
 #include "server/openai_request.h"
 #include "text/model_text.h"
 
@@ -66,6 +67,7 @@ class OpenAiServer {
   ServerMetrics metrics_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopping_{false};
+  ParseGate parse_gate_{2};  // large bodies are parsed two at a time
 };
 
 }  // namespace lockstep

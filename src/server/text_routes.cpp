@@ -19,16 +19,15 @@ RequestError bad(const std::string& message, const std::string& param = "") {
 
 // The body as an object whose fields are all in `allowed`, or why not.
 std::variant<json, RequestError> read_body(const std::string& text, std::initializer_list<const char*> allowed) {
-  json body = json::parse(text, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) return bad("the body must be a JSON object");
-  if (json_depth(body) > kMaxJsonDepth)
-    return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
+  auto parsed = parse_body_object(text);
+  if (auto* error = std::get_if<RequestError>(&parsed)) return *error;
+  json& body = std::get<json>(parsed);
   for (auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* name : allowed) known |= key == name;
     if (!known) return bad("'" + key + "' is not a field of this route", key);
   }
-  return body;
+  return std::move(body);
 }
 
 }  // namespace
@@ -39,6 +38,9 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
   auto reply = [&](const json& body) {
     responder.send(200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
   };
+  // A large body waits for a parse slot (its trees are large too); the whole route holds it.
+  ParseGate::Pass pass(parse_gate_, request.body.size(), [&] { return stopping_.load() || responder.client_gone(); });
+  if (!pass.entered()) return send_error(responder, {503, "the server is stopping", "server_error", "", ""}, "busy");
   try {
     if (path == "/apply-template") {
       auto body = read_body(request.body, {"messages", "chat_template_kwargs", "tools"});
@@ -70,7 +72,11 @@ void OpenAiServer::text_route(const HttpRequest& request, HttpResponder& respond
       const json& fields = std::get<json>(body);
       if (!fields.contains("content") || !fields["content"].is_string())
         return refuse(bad("'content' must be a string", "content"));
-      const bool add_special = fields.value("add_special", false), with_pieces = fields.value("with_pieces", false);
+      for (const char* flag : {"add_special", "with_pieces"})
+        if (fields.contains(flag) && !fields[flag].is_boolean() && !fields[flag].is_null())
+          return refuse(bad(std::string("'") + flag + "' must be a boolean", flag));
+      const auto flag = [&](const char* name) { return fields.contains(name) && fields[name].is_boolean() && fields[name].get<bool>(); };
+      const bool add_special = flag("add_special"), with_pieces = flag("with_pieces");
       auto ids = text_.encode(fields["content"].get<std::string>(), add_special);
       if (!ids.ok()) return refuse(bad(ids.error().message, "content"));
       json tokens = json::array();

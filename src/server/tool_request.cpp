@@ -48,6 +48,8 @@ std::optional<RequestError> read_tools(const std::string& text, const nlohmann::
     if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
         !tool["function"].is_object())
       return bad_tools("each tool must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    for (auto& [key, value] : tool.items())
+      if (key != "type" && key != "function") return bad_tools("a tool has '" + key + "', which is not a tool's field", "tools");
     const nlohmann::json& function = tool["function"];
     for (auto& [key, value] : function.items()) {
       const bool ok = (key == "name" && value.is_string()) || (key == "description" && value.is_string()) ||
@@ -57,6 +59,8 @@ std::optional<RequestError> read_tools(const std::string& text, const nlohmann::
     const std::string name = function.value("name", "");
     if (!valid_name(name))
       return bad_tools("a tool's function needs a 'name' of 1 to 64 letters, digits, '_', '-' or '.'", "tools");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return bad_tools("two tools are named \"" + name + "\": a call could not say which it means", "tools");
     names.push_back(name);
   }
   if (const std::string named = named_choice(choice);
