@@ -212,6 +212,12 @@ TEST(ServerApi, CorsLetsBrowserPagesCallTheApi) {
   HttpReply models = request_with(server.port(), "GET", "/v1/models", "Authorization: Bearer k\r\n");
   EXPECT_EQ(models.status, 200);
   EXPECT_EQ(models.header("access-control-allow-origin"), "https://app.example");
+  // An error the HTTP layer answers itself (here a body framed two ways) carries it too, and the
+  // body has every field the API's own errors have.
+  HttpReply framing = request_with(server.port(), "POST", "/v1/completions", "Transfer-Encoding: chunked\r\n");
+  EXPECT_EQ(framing.status, 501);
+  EXPECT_EQ(framing.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_TRUE(json::parse(framing.body)["error"].contains("param")) << framing.body;
   TestServer plain(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
   EXPECT_EQ(http_request(plain.port(), "GET", "/v1/models").header("access-control-allow-origin"), "");
 }
@@ -227,6 +233,10 @@ TEST(ServerApi, AnApiKeyGuardsEveryRouteButHealth) {
   EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: Bearer s3cret\r\n").status, 200);
   EXPECT_EQ(http_request(server.port(), "POST", "/v1/completions", body_of(json::object()).dump()).status, 401);
   EXPECT_EQ(request_with(server.port(), "GET", "/metrics", "Authorization: Bearer s3cre\r\n").status, 401);
+  EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: bearer s3cret\r\n").status, 200)
+      << "the scheme's case is free";
+  EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: Basic s3cret\r\n").status, 401);
+  EXPECT_EQ(request_with(server.port(), "GET", "/v1/models", "Authorization: s3cret\r\n").status, 401);
 }
 
 }  // namespace

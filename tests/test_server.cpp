@@ -37,6 +37,7 @@ TestServer::TestServer(const std::string& dir, const std::string& model_name, Te
   HttpSettings http;
   http.port = 0;
   http.max_body_bytes = options.max_body;
+  http.error_headers = cors_headers(options.cors_origin);
   http_ = std::make_unique<HttpServer>(http, [this](const HttpRequest& r, HttpResponder& w) { api_->handle(r, w); });
   Status listening = http_->listen();
   EXPECT_TRUE(listening.ok()) << listening.message();

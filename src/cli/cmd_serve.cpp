@@ -115,6 +115,7 @@ int run_serve(const ServeFlags& flags) {
   HttpSettings http = flags.http;
   http.host = flags.host;
   http.port = flags.port;
+  http.error_headers = cors_headers(flags.cors_origin);
   HttpServer server(http, [&api_ready](const HttpRequest& request, HttpResponder& responder) {
     api_ready->handle(request, responder);
   });

@@ -50,7 +50,7 @@ RequestHead take_request(Connection& connection) {
 }
 
 AfterResponse serve_request(Connection& connection, RequestHead head, const HttpHandler& handler,
-                            const std::atomic<bool>& stopping) {
+                            const std::atomic<bool>& stopping, const std::map<std::string, std::string>& error_headers) {
   // A client that shut its sending side gets its response, then the connection closes.
   const bool keep_alive = wants_keep_alive(head) && !connection.peer_done;
   SocketResponder responder(connection.fd, head, keep_alive, stopping, connection.peer_done);
@@ -64,7 +64,7 @@ AfterResponse serve_request(Connection& connection, RequestHead head, const Http
   }
   if (responder.state() == SocketResponder::State::kNotStarted && !responder.client_gone()) {
     if (failure.empty()) failure = "internal error: the handler returned without a response";
-    responder.send(500, "application/json", json_error_body(failure, error_type_for(500)));
+    responder.send(500, "application/json", json_error_body(failure, error_type_for(500)), error_headers);
   }
   if (responder.connection_reusable()) return AfterResponse::kKeep;
   return responder.response_complete() ? AfterResponse::kClosePromptly : AfterResponse::kCloseNow;

@@ -61,10 +61,11 @@ enum class AfterResponse {
 };
 
 // Runs the handler for `head` on the calling thread and writes its response (handler
-// exceptions become 500s; nothing escapes). The connection's socket is blocking here, with a
-// send timeout.
+// exceptions become 500s with `error_headers`; nothing escapes). The connection's socket is
+// blocking here, with a send timeout.
 AfterResponse serve_request(Connection& connection, RequestHead head, const HttpHandler& handler,
-                            const std::atomic<bool>& stopping);
+                            const std::atomic<bool>& stopping,
+                            const std::map<std::string, std::string>& error_headers = {});
 
 // The status line, headers and JSON body of an error the server answers itself.
 std::string error_response(int status, const std::string& message, bool keep_alive,

@@ -56,6 +56,10 @@ struct HttpSettings {
                                           // also the limit on a stalled write; <= 0: none
   int stop_grace_ms = 3000;               // after stop(), how long requests in flight may take
                                           // before their connections are shut
+  // Headers on every response the HTTP layer writes itself (413, 431, 408, a malformed
+  // request's 400, a 500 for a handler that threw): the API's CORS origin, so that a browser
+  // shows the error rather than a CORS failure.
+  std::map<std::string, std::string> error_headers;
 };
 
 }  // namespace lockstep

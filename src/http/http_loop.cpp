@@ -188,7 +188,7 @@ void ServerLoop::start_handler(int fd) {
   RequestHead head = take_request(*handling.connection);
   try {
     handling.thread = std::thread([this, at, head = std::move(head)]() mutable {
-      AfterResponse after = serve_request(*at->connection, std::move(head), handler_, stopping_);
+      AfterResponse after = serve_request(*at->connection, std::move(head), handler_, stopping_, settings_.error_headers);
       std::lock_guard lock(mutex_);
       handed_back_.push_back({at, after});
       uint64_t one = 1;
@@ -230,7 +230,7 @@ void ServerLoop::take_back() {
 
 void ServerLoop::refuse(int fd, int status, const std::string& message, bool busy) {
   Connection& connection = *waiting_.at(fd);
-  std::map<std::string, std::string> extra;
+  std::map<std::string, std::string> extra = settings_.error_headers;
   if (busy) extra["Retry-After"] = "1";
   if (!send_now(fd, error_response(status, message, /*keep_alive=*/false, extra)))
     return close_connection(fd, /*promptly=*/false);

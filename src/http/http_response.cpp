@@ -50,6 +50,7 @@ std::string json_error_body(std::string_view message, std::string_view type) {
   nlohmann::ordered_json error = nlohmann::ordered_json::object();
   error["message"] = std::string(message);
   error["type"] = std::string(type);
+  error["param"] = nullptr;  // as the API's own errors have it
   error["code"] = nullptr;
   nlohmann::ordered_json body = nlohmann::ordered_json::object();
   body["error"] = std::move(error);

@@ -46,7 +46,7 @@ TEST(HttpResponse, JsonErrorBodyEscapesTheMessage) {
   EXPECT_TRUE(parsed["error"]["code"].is_null());
   EXPECT_EQ(parsed["error"]["message"].get<std::string>().substr(0, 19), "bad \"quote\"\n and \xef\xbf");
   // OpenAI's key order, for people reading raw responses.
-  EXPECT_EQ(json_error_body("m", "t"), R"({"error":{"message":"m","type":"t","code":null}})");
+  EXPECT_EQ(json_error_body("m", "t"), R"({"error":{"message":"m","type":"t","param":null,"code":null}})");
   EXPECT_EQ(error_type_for(404), "invalid_request_error");
   EXPECT_EQ(error_type_for(503), "server_busy");
   EXPECT_EQ(error_type_for(500), "server_error");

@@ -42,9 +42,15 @@ bool OpenAiServer::authorized(const HttpRequest& request) const {
   if (settings_.api_key.empty()) return true;
   auto header = request.headers.find("authorization");
   if (header == request.headers.end()) return false;
-  const std::string expected = "Bearer " + settings_.api_key;
+  // The scheme's case is free (RFC 9110: "bearer" is "Bearer").
+  const std::string& header_value = header->second;
+  constexpr std::string_view kScheme = "bearer ";
+  if (header_value.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header_value[i])) != kScheme[i]) return false;
   // Compared in full whatever the first difference, so the time says nothing about the key.
-  const std::string& given = header->second;
+  const std::string_view given = std::string_view(header_value).substr(kScheme.size());
+  const std::string& expected = settings_.api_key;
   unsigned char differ = given.size() != expected.size();
   for (size_t i = 0; i < expected.size(); ++i) differ |= (i < given.size() ? given[i] : 0) ^ expected[i];
   return differ == 0;
@@ -56,6 +62,13 @@ nlohmann::json OpenAiServer::model_object(const std::string& id) const {
           {"created", int64_t(std::time(nullptr))},
           {"owned_by", "lockstep"},
           {"max_model_len", lanes_.info().max_context}};
+}
+
+std::map<std::string, std::string> cors_headers(const std::string& origin) {
+  if (origin.empty()) return {};
+  std::map<std::string, std::string> headers = {{"Access-Control-Allow-Origin", origin}};
+  if (origin != "*") headers["Vary"] = "Origin";
+  return headers;
 }
 
 namespace {
@@ -79,8 +92,7 @@ class CorsResponder final : public HttpResponder {
 
  private:
   std::map<std::string, std::string> with_origin(std::map<std::string, std::string> headers) const {
-    headers["Access-Control-Allow-Origin"] = origin_;
-    if (origin_ != "*") headers["Vary"] = "Origin";
+    headers.merge(cors_headers(origin_));
     return headers;
   }
   HttpResponder& inner_;

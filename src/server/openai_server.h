@@ -35,6 +35,10 @@ struct ServeSettings {
   std::string device;               // what it runs on (Backend::device), for /version
 };
 
+// The headers that let browsers from `origin` ("*": any) read a response; none for "". Every
+// API response carries them, and so should the HTTP layer's own errors (HttpSettings).
+std::map<std::string, std::string> cors_headers(const std::string& origin);
+
 class OpenAiServer {
  public:
   // The runner (runner/model_runner.h over the loaded model) and the text must outlive the
