@@ -1,11 +1,14 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <utility>
 
 namespace lockstep {
 
 int32_t Grammar::declare() {
+  finish_depths_.clear();
   rules_.emplace_back();
   return int32_t(rules_.size()) - 1;
 }
@@ -15,6 +18,7 @@ void Grammar::add_elements(int32_t rule, const std::vector<Element>& sequence) {
     oversized_ = true;
     return;
   }
+  finish_depths_.clear();
   rules_[size_t(rule)].push_back(int32_t(elements_.size()));
   elements_.insert(elements_.end(), sequence.begin(), sequence.end());
   elements_.push_back({Element::Kind::end, 0});
@@ -25,6 +29,70 @@ void Grammar::add_alternative(int32_t rule, const std::vector<int32_t>& sequence
   elements.reserve(sequence.size());
   for (int32_t used : sequence) elements.push_back({Element::Kind::rule, used});
   add_elements(rule, elements);
+}
+
+int32_t Grammar::finish_depth(int32_t first) const {
+  if (finish_depths_.size() != elements_.size()) compute_finish_depths();
+  return finish_depths_[size_t(first)];
+}
+
+// An alternative's depth is a max over its rules' depths, a rule's the min over its
+// alternatives': each is at least what it is made of, so rules can be settled cheapest first
+// (Knuth's generalization of Dijkstra's shortest paths). An alternative is settled when the
+// last rule it refers to is; a rule by its first settled alternative.
+void Grammar::compute_finish_depths() const {
+  struct Pending {
+    int32_t rule = 0, first = 0;
+    int32_t waiting = 0;  // rules referred to, each time, not yet settled
+    int32_t depth = 0;    // the most so far
+    bool dead = false;    // holds an empty byte set
+  };
+  std::vector<Pending> pending;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> users(rules_.size());  // rule -> (pending, +1?)
+  std::vector<int32_t> rule_depth(rules_.size(), kNoFiniteMatch);
+  using Entry = std::pair<int32_t, int32_t>;  // (depth, rule)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
+  for (size_t rule = 0; rule < rules_.size(); ++rule) {
+    for (int32_t first : rules_[rule]) {
+      Pending alternative{int32_t(rule), first, 0, 0, false};
+      for (size_t at = size_t(first); elements_[at].kind != Element::Kind::end; ++at) {
+        const Element& element = elements_[at];
+        if (element.kind == Element::Kind::bytes) {
+          const ByteSet& set = byte_sets_[size_t(element.index)];
+          alternative.dead |= std::all_of(set.words.begin(), set.words.end(), [](uint64_t w) { return w == 0; });
+        } else {
+          const int32_t goes_on = elements_[at + 1].kind != Element::Kind::end;
+          users[size_t(element.index)].push_back({int32_t(pending.size()), goes_on});
+          ++alternative.waiting;
+        }
+      }
+      if (alternative.waiting == 0 && !alternative.dead && rule_depth[rule] > 0) {
+        rule_depth[rule] = 0;
+        ready.push({0, int32_t(rule)});
+      }
+      pending.push_back(alternative);
+    }
+  }
+  std::vector<bool> settled(rules_.size(), false);
+  while (!ready.empty()) {
+    const auto [depth, rule] = ready.top();
+    ready.pop();
+    if (settled[size_t(rule)] || depth != rule_depth[size_t(rule)]) continue;
+    settled[size_t(rule)] = true;
+    for (const auto& [index, goes_on] : users[size_t(rule)]) {
+      Pending& alternative = pending[size_t(index)];
+      alternative.depth = std::max(alternative.depth, depth + goes_on);
+      if (--alternative.waiting > 0 || alternative.dead) continue;
+      int32_t& best = rule_depth[size_t(alternative.rule)];
+      if (alternative.depth < best) {
+        best = alternative.depth;
+        ready.push({best, alternative.rule});
+      }
+    }
+  }
+  finish_depths_.assign(elements_.size(), kNoFiniteMatch);
+  for (const Pending& alternative : pending)
+    if (alternative.waiting == 0 && !alternative.dead) finish_depths_[size_t(alternative.first)] = alternative.depth;
 }
 
 int32_t Grammar::byte_set_index(const ByteSet& set) {

@@ -67,6 +67,16 @@ class Grammar {
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[size_t(index)]; }
   int32_t rule_count() const { return int32_t(rules_.size()); }
 
+  // The stack levels a whole match of the alternative starting at element `first` needs at the
+  // fewest, as GrammarMatcher counts them: the most, over the rules the alternative refers to, of
+  // that rule's own fewest (its cheapest alternative's) plus one where the alternative goes on
+  // after it (a rule last in its alternative replaces it on the stack). kNoFiniteMatch when there
+  // is no finite match: a rule that only ever recurses, a rule with no alternatives, an empty
+  // byte set. Computed on the first call after the last change (grammar_problem makes that
+  // call, so a checked grammar is only read from then on, by any thread).
+  int32_t finish_depth(int32_t first) const;
+  static constexpr int32_t kNoFiniteMatch = INT32_MAX;
+
  private:
   int32_t byte_set_index(const ByteSet& set);
 
@@ -76,6 +86,9 @@ class Grammar {
   std::unordered_map<uint64_t, std::vector<int32_t>> byte_set_ids_;  // a hash of the set -> indexes
   int32_t root_ = -1;
   bool oversized_ = false;
+  void compute_finish_depths() const;
+  mutable std::vector<int32_t> finish_depths_;  // by element, at alternatives' first elements;
+                                                // empty: not computed since the last change
 };
 
 // A rule reachable from the root that can come back to itself before matching a byte (left

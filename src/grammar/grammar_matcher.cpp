@@ -59,6 +59,13 @@ struct Settler {
   int64_t budget = kMaxSettleSteps;
   int64_t work = 0;  // stacks settled, a deep one counting more (its copies cost more)
 
+  // Whether the alternative starting at `first`, entered on a stack of `below` entries, can
+  // finish within kMaxGrammarDepth.
+  bool fits(size_t below, int32_t first) const {
+    const int64_t needs = grammar.finish_depth(first);
+    return needs != Grammar::kNoFiniteMatch && int64_t(below) + 1 + needs <= int64_t(kMaxGrammarDepth);
+  }
+
   void settle(std::vector<int32_t> stack, int depth = 0) {
     const std::vector<Grammar::Element>& elements = grammar.elements();
     while (!stack.empty()) {
@@ -83,10 +90,15 @@ struct Settler {
       // A rule: go on after it once it is done (nothing to remember when it ends its
       // alternative), and enter each of its alternatives.
       if (elements[size_t(at) + 1].kind != Kind::end) stack.push_back(at + 1);
-      if (stack.size() >= kMaxGrammarDepth) return;
+      // Only alternatives a whole match can still finish within kMaxGrammarDepth: the stack
+      // never meets a point where nothing may follow and yet the match cannot end. (The rule's
+      // cheapest alternative always fits, as this stack was entered on the same terms.)
       const std::vector<int32_t>& alternatives = grammar.alternatives(element.index);
-      for (size_t i = 0; i < alternatives.size(); ++i) {
-        std::vector<int32_t> entered = i + 1 < alternatives.size() ? stack : std::move(stack);
+      size_t last = alternatives.size();
+      while (last > 0 && !fits(stack.size(), alternatives[last - 1])) --last;
+      for (size_t i = 0; i < last; ++i) {
+        if (!fits(stack.size(), alternatives[i])) continue;
+        std::vector<int32_t> entered = i + 1 < last ? stack : std::move(stack);
         entered.push_back(alternatives[i]);
         settle(std::move(entered), depth + 1);
       }
@@ -107,6 +119,17 @@ std::string grammar_problem(const Grammar& grammar) {
   if (left_recursive_rule(grammar) >= 0)
     return "the grammar can come back to a rule before matching a character (left recursion, or a repeat of "
            "something that can be empty), which cannot be followed a byte at a time";
+  if (grammar.root() >= 0) {
+    int64_t fewest = Grammar::kNoFiniteMatch;
+    for (int32_t alternative : grammar.alternatives(grammar.root()))
+      fewest = std::min<int64_t>(fewest, grammar.finish_depth(alternative));
+    if (fewest == Grammar::kNoFiniteMatch && !grammar.alternatives(grammar.root()).empty())
+      return "the grammar allows no finite text: each way through it needs a rule (or a schema) inside itself "
+             "without end";
+    if (fewest != Grammar::kNoFiniteMatch && fewest + 1 > int64_t(kMaxGrammarDepth))
+      return "the shortest text the grammar allows nests deeper than the " + std::to_string(kMaxGrammarDepth) +
+             " levels it may be followed to";
+  }
   const GrammarState start = grammar_start(grammar);
   if (start.truncated) return "too complex a grammar: its first character alone has too many ways to match";
   if (start.finished() && !start.can_end) return "the grammar allows no text at all";
@@ -117,7 +140,8 @@ GrammarState grammar_start(const Grammar& grammar) {
   GrammarState state;
   if (grammar.root() < 0) return state;
   Settler settler{grammar, state};
-  for (int32_t alternative : grammar.alternatives(grammar.root())) settler.settle({alternative});
+  for (int32_t alternative : grammar.alternatives(grammar.root()))
+    if (settler.fits(0, alternative)) settler.settle({alternative});
   tidy(state);
   return state;
 }

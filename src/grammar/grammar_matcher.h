@@ -32,7 +32,9 @@ GrammarState grammar_start(const Grammar& grammar);
 // when given, grows by the stacks the step looked at and settled.
 GrammarState grammar_step(const Grammar& grammar, const GrammarState& state, uint8_t byte, int64_t* work = nullptr);
 
-// Stacks deeper than this are dropped (a JSON value nested past it cannot be written).
+// No stack grows past this: a rule's alternative is entered only where a whole match can still
+// finish within it (Grammar::finish_depth), so a reply never comes to a point where the grammar
+// allows nothing more and yet cannot end; a grammar whose shortest text needs more is refused.
 inline constexpr size_t kMaxGrammarDepth = 256;
 // The most stacks one byte's step settles; past it the rest are dropped. Grammars are checked
 // against it when compiled (check_grammar), so a request's grammar never reaches it at its start.

@@ -48,6 +48,97 @@ TEST(GrammarTest, UnboundedRepeatsDoNotDeepenTheStack) {
   for (const auto& stack : state.stacks) EXPECT_LE(stack.size(), 3u);
 }
 
+// Rules that only ever recurse allow no finite text: refused, as a grammar allowing none is.
+TEST(GrammarTest, RecursionWithNoWayOutIsRefused) {
+  Grammar grammar;
+  const int32_t root = grammar.declare();
+  grammar.add_alternative(root, {grammar.literal("("), root, grammar.literal(")")});
+  grammar.set_root(root);
+  EXPECT_NE(grammar_problem(grammar).find("no finite text"), std::string::npos) << grammar_problem(grammar);
+  for (const char* schema : {R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})",
+                             R"({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})"}) {
+    const Grammar from_schema = schema_grammar(schema);
+    EXPECT_NE(grammar_problem(from_schema).find("no finite text"), std::string::npos) << schema;
+  }
+  // With a way out it is fine.
+  EXPECT_EQ(grammar_problem(schema_grammar(R"({"type": "array", "items": {"$ref": "#"}})")), "");
+}
+
+// r0 ::= "(" r1 ")", ..., rN ::= "x": its one text nests N levels. Past kMaxGrammarDepth it is
+// refused, below it matched exactly.
+TEST(GrammarTest, AShortestTextNestedTooDeepIsRefused) {
+  const auto nested = [](int levels) {
+    auto grammar = std::make_unique<Grammar>();
+    std::vector<int32_t> rules;
+    for (int i = 0; i <= levels; ++i) rules.push_back(grammar->declare());
+    for (int i = 0; i < levels; ++i)
+      grammar->add_alternative(rules[size_t(i)], {grammar->literal("("), rules[size_t(i) + 1], grammar->literal(")")});
+    grammar->add_alternative(rules.back(), {grammar->literal("x")});
+    grammar->set_root(rules.front());
+    return grammar;
+  };
+  const auto deep = nested(300);
+  EXPECT_NE(grammar_problem(*deep).find("nests deeper than"), std::string::npos) << grammar_problem(*deep);
+  const auto fits = nested(200);
+  EXPECT_EQ(grammar_problem(*fits), "");
+  EXPECT_TRUE(matches(*fits, std::string(200, '(') + "x" + std::string(200, ')')));
+  EXPECT_FALSE(matches(*fits, std::string(199, '(') + "x" + std::string(199, ')')));
+  // A schema whose one value is 127 objects deep.
+  ordered defs = ordered::object();
+  for (int i = 0; i < 127; ++i)
+    defs["d" + std::to_string(i)] = {{"type", "object"},
+                                     {"properties", {{"a", {{"$ref", "#/$defs/d" + std::to_string(i + 1)}}}}},
+                                     {"required", {"a"}}};
+  defs["d127"] = {{"enum", {7}}};
+  Grammar schema;
+  Expected<int32_t> root = add_json_schema(schema, ordered{{"$defs", defs}, {"$ref", "#/$defs/d0"}});
+  ASSERT_TRUE(root.ok()) << root.error().message;
+  schema.set_root(*root);
+  EXPECT_NE(grammar_problem(schema).find("nests deeper than"), std::string::npos);
+}
+
+// Whatever bytes a reply takes, the state it reaches can still finish: no point allows nothing
+// more and yet cannot end. Here a walk that opens every bracket it may (some of which need
+// five more levels before anything closes) reaches the depth limit, and closes.
+TEST(GrammarTest, EveryStateCanStillFinish) {
+  Grammar grammar;
+  const int32_t value = grammar.declare();
+  int32_t five = value;
+  for (int i = 0; i < 5; ++i) five = grammar.sequence({grammar.literal("["), five, grammar.literal("]")});
+  grammar.add_alternative(value, {grammar.literal("x")});
+  grammar.add_alternative(value, {grammar.literal("("), value, grammar.literal(")")});
+  grammar.add_alternative(value, {grammar.literal("{"), five, grammar.literal("}")});
+  grammar.set_root(value);
+  ASSERT_EQ(grammar_problem(grammar), "");
+  std::mt19937 random(7);
+  size_t deepest = 0;
+  for (int walk = 0; walk < 20; ++walk) {
+    GrammarState state = grammar_start(grammar);
+    std::string text;
+    while (!(state.finished() && state.can_end)) {
+      std::vector<uint8_t> allowed;
+      for (int byte = 0; byte < 256; ++byte) {
+        const GrammarState next = grammar_step(grammar, state, uint8_t(byte));
+        if (!next.finished() || next.can_end) allowed.push_back(uint8_t(byte));
+      }
+      ASSERT_FALSE(allowed.empty()) << "stuck after " << text.size() << " bytes: " << text.substr(0, 80);
+      // Open while it may (mostly), else take any allowed byte.
+      std::vector<uint8_t> openers;
+      for (uint8_t byte : allowed)
+        if (byte == '(' || byte == '{' || byte == '[') openers.push_back(byte);
+      const bool open = !openers.empty() && (walk % 2 == 0 || random() % 8 != 0);  // even walks: always
+      const std::vector<uint8_t>& from = open ? openers : allowed;
+      const uint8_t byte = from[random() % from.size()];
+      text.push_back(char(byte));
+      state = grammar_step(grammar, state, byte);
+      ASSERT_LT(text.size(), 4000u);
+    }
+    EXPECT_TRUE(matches(grammar, text));
+    deepest = std::max(deepest, text.size());
+  }
+  EXPECT_GT(deepest, 2 * kMaxGrammarDepth - 20) << "the walks came near the limit";
+}
+
 TEST(JsonSchemaGrammar, AcceptsWhatTheSchemaAllowsAndNothingElse) {
   Grammar grammar = schema_grammar(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 4}, "age": {"type": "integer"},
