@@ -133,12 +133,19 @@ TEST_F(ToolServer, ACallCutByMaxTokensLeavesNoMarkup) {
     for (bool parallel : {false, true}) {
       json whole = ask("required", seed, false, parallel, 20)["choices"][0];
       EXPECT_EQ(whole["finish_reason"], "length");
-      const json& content = whole["message"]["content"];
-      EXPECT_TRUE(content.is_null() || content == "") << whole;
+      EXPECT_TRUE(whole["message"]["content"].is_null()) << "nothing was said but the cut call: " << whole;
       json streamed = ask("required", seed, true, parallel, 20);
       EXPECT_EQ(streamed["content"], "") << streamed;
       EXPECT_EQ(streamed["finish_reason"], "length");
     }
+  // The stream's first delta says so too: content null, not "".
+  json body = {{"messages", {{{"role", "user"}, {"content", "weather in paris?"}}}}, {"tools", json::parse(kTools)},
+               {"tool_choice", "required"}, {"max_tokens", 20}, {"temperature", 1.0}, {"seed", 1}, {"stream", true}};
+  HttpReply reply = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
+  const std::vector<std::string> payloads = sse_payloads(reply.body);
+  ASSERT_FALSE(payloads.empty());
+  const json first = json::parse(payloads.front())["choices"][0]["delta"];
+  EXPECT_TRUE(first.contains("content") && first["content"].is_null()) << first;
 }
 
 // Choice i of n is the request with seed + i alone, its call ids too.

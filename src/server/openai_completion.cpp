@@ -179,8 +179,11 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &choice.chunk_ids : nullptr;
     nlohmann::json lp = chat ? chat_logprobs_json(text_, choice.chunk_logprobs)
                              : completion_logprobs_json(text_, std::nullopt, choice.chunk_logprobs, choice.text_offset);
-    if (!responder.write_chunk(sse(stream_chunk(header, delta.content, choice.first_chunk, chunk_ids_ptr, lp, finish,
-                                                delta.reasoning, index)))) {
+    nlohmann::json chunk = stream_chunk(header, delta.content, choice.first_chunk, chunk_ids_ptr, lp, finish,
+                                        delta.reasoning, index);
+    // A forced call's reply says nothing but the call: its first delta's content is null.
+    if (req.tool_forced && choice.first_chunk && delta.content.empty()) chunk["choices"][0]["delta"]["content"] = nullptr;
+    if (!responder.write_chunk(sse(chunk))) {
       client_gone = true;
       cancel_all();
     }
@@ -348,6 +351,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
                            {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
         reply["message"]["tool_calls"] = calls;
         if (choice.reply.find_first_not_of(" \t\r\n") == std::string::npos) reply["message"]["content"] = nullptr;
+      } else if (req.tool_forced && choice.reply.empty()) {
+        reply["message"]["content"] = nullptr;  // a forced call cut short: nothing was said
       }
       replies.push_back(reply);
     }
