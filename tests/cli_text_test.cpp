@@ -95,6 +95,16 @@ TEST_P(CliText, RenderTakesTextPartsAndNullContentAsTheServerDoes) {
   CommandResult result = render(GetParam(), *dir, "parts.json", parts, c["kwargs"]);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, c["prompt"].get<std::string>());
+  if (GetParam() == "gemma3") {
+    // Gemma 3's template reads parts itself (it trims each, and takes a system message's first
+    // alone): they go to it as parts, as transformers passes them, not joined.
+    const json spaced = json::parse(R"([
+      {"role": "system", "content": [{"type": "text", "text": "You are "}, {"type": "text", "text": "terse."}]},
+      {"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2+2?"}]}])");
+    CommandResult gemma = render(GetParam(), *dir, "spaced.json", spaced, {{"add_generation_prompt", true}});
+    ASSERT_EQ(gemma.exit_code, 0) << gemma.err;
+    EXPECT_EQ(gemma.out, "<bos><start_of_turn>user\nYou are \n\nWhat is2+2?<end_of_turn>\n<start_of_turn>model\n");
+  }
   if (GetParam() != "qwen3" && GetParam() != "deepseek_v3") return;
   const json calls = json::parse(R"([{"role": "user", "content": "weather?"},
     {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",

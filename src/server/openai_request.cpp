@@ -86,6 +86,20 @@ bool joins_argument_text(const std::string& source) {
   return mentions_any(source, {"['arguments'] +", "[\"arguments\"] +", ".arguments +", "+ tool['function']['arguments']"});
 }
 
+// Whether a chat template reads a message's content parts itself (Gemma 3's loops over them,
+// trimming each): parts go to it as they came, as transformers passes them. Others read content
+// as text, so parts go to them joined.
+bool iterates_content(const std::string& source) {
+  for (const char* form : {" in message['content']", " in message[\"content\"]", " in message.content"}) {
+    // A `for` over it, not a test of what it holds (Qwen3's `'<tool_response>' in message.content`).
+    for (size_t at = source.find(form); at != std::string::npos; at = source.find(form, at + 1)) {
+      const size_t tag = source.rfind("{%", at);
+      if (tag != std::string::npos && source.substr(tag, at - tag).find("for ") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
 // Chat content: a string, or an array of {"type": "text", "text": ...} parts.
 std::optional<std::string> content_text(const nlohmann::json& content) {
   if (content.is_string()) return content.get<std::string>();
@@ -200,6 +214,7 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
   if (messages.empty()) return bad("'messages' is empty", "messages");
   const bool keep_null = text && tests_null_content(text->chat_template_source());
   const bool argument_text = text && joins_argument_text(text->chat_template_source());
+  const bool keep_parts = text && iterates_content(text->chat_template_source());
   out = nlohmann::ordered_json::array();
   for (const auto& message : messages) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
@@ -209,6 +224,7 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
     nlohmann::ordered_json copy = message;
     const bool null = message.contains("content") && message["content"].is_null();
     copy["content"] = null && keep_null ? nlohmann::ordered_json() : nlohmann::ordered_json(*content);
+    if (keep_parts && message["content"].is_array()) copy["content"] = message["content"];
     // A call's arguments come as a JSON string; templates read them as an object (as
     // transformers' callers pass them).
     if (copy.contains("tool_calls")) {

@@ -88,7 +88,8 @@ std::string error_body(const RequestError& error);
 // content a string (text parts joined; null as ""), a call's arguments an object. Where `text`'s
 // template tells null content apart (`content is none`, as DeepSeek V3's does for a message of
 // calls alone), null stays null; where it joins arguments to text as they are (DeepSeek V3's
-// again), they stay the client's string. The chat route, /apply-template and the CLI all use it.
+// again), they stay the client's string; where it loops over content parts (Gemma 3's), they
+// stay parts. The chat route, /apply-template and the CLI all use it.
 [[nodiscard]] std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages,
                                                         nlohmann::ordered_json& out, const ModelText* text = nullptr);
 
