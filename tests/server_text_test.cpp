@@ -3,6 +3,8 @@
 // prompts, chat messages, streamed text and stop strings all go through HTTP.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -78,6 +80,48 @@ TEST_F(TextServer, ChatLogprobBytesAreTheTokensOwnBytes) {
   // Plain letters: the bytes of the text.
   body["logit_bias"] = {{"104", 100}};  // 'h'
   EXPECT_EQ(post("/v1/chat/completions", body)["choices"][0]["logprobs"]["content"][0]["bytes"], json::array({104}));
+}
+
+// A streamed chat choice opens with the role alone, as OpenAI's does (openai-node's stream helper
+// builds the message from that chunk and would count logprobs on it twice); with include_usage
+// every chunk before the last has "usage": null. The chunks' logprobs are the whole reply's.
+TEST_F(TextServer, AChatStreamOpensWithTheRoleAloneAndItsLogprobsAreTheReplys) {
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 4},
+               {"logprobs", true}, {"temperature", 0}, {"ignore_eos", true}};
+  const json whole = post("/v1/chat/completions", body);
+  EXPECT_TRUE(whole["choices"][0]["message"].contains("refusal") && whole["choices"][0]["message"]["refusal"].is_null());
+  EXPECT_TRUE(whole["choices"][0]["logprobs"]["refusal"].is_null());
+  body["stream"] = true;
+  body["n"] = 2;
+  body["stream_options"] = {{"include_usage", true}};
+  HttpReply reply = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
+  std::vector<std::string> payloads = sse_payloads(reply.body);
+  ASSERT_GE(payloads.size(), 4u);
+  ASSERT_EQ(payloads.back(), "[DONE]");
+  payloads.pop_back();
+  std::map<int, json> logprobs;  // by choice
+  std::map<int, int> chunks;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    const json chunk = json::parse(payloads[i]);
+    ASSERT_TRUE(chunk.contains("usage")) << chunk;
+    if (i + 1 == payloads.size()) {
+      EXPECT_TRUE(chunk["usage"].is_object() && chunk["choices"].empty()) << chunk;
+      continue;
+    }
+    EXPECT_TRUE(chunk["usage"].is_null()) << chunk;
+    const json& choice = chunk["choices"][0];
+    const int index = choice["index"];
+    if (chunks[index]++ == 0) {
+      EXPECT_EQ(choice["delta"], (json{{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}})) << chunk;
+      EXPECT_TRUE(choice["logprobs"].is_null()) << chunk;
+      continue;
+    }
+    EXPECT_FALSE(choice["delta"].contains("role")) << chunk;
+    if (choice["logprobs"].is_null()) continue;
+    for (const json& token : choice["logprobs"]["content"]) logprobs[index].push_back(token);
+  }
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(logprobs[0], whole["choices"][0]["logprobs"]["content"]) << "n = 2's first choice is the request alone";
 }
 
 // A template that opens <think> in the prompt (chat_template_kwargs think, here): the reply is

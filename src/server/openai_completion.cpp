@@ -174,16 +174,32 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     responder.start_stream(200, "text/event-stream");
     responder.set_probe_chunk(": probe\n\n");  // an SSE comment: clients skip it
   }
+  // A chunk of the stream; with include_usage each has "usage": null until the last, as OpenAI's do.
+  auto write = [&](nlohmann::json chunk) {
+    if (req.include_usage) chunk["usage"] = nullptr;
+    return responder.write_chunk(sse(chunk));
+  };
+  // A chat choice's stream opens as OpenAI's does, with a chunk of the role alone (clients such as
+  // openai-node's stream helper start the message from it, and would count logprobs on it twice).
+  auto send_role = [&](Choice& choice, int index) {
+    if (!chat || !choice.first_chunk || client_gone) return;
+    choice.first_chunk = false;
+    nlohmann::json role = stream_chunk(header, "", true, nullptr, nullptr, "", "", index);
+    // A forced call's reply says nothing but the call: its content is null.
+    if (req.tool_forced) role["choices"][0]["delta"]["content"] = nullptr;
+    if (!write(std::move(role))) {
+      client_gone = true;
+      cancel_all();
+    }
+  };
   auto send_chunk = [&](Choice& choice, int index, const ReasoningSplitter::Pieces& delta, const std::string& finish) {
+    send_role(choice, index);
     if (client_gone) return;
     const std::vector<int32_t>* chunk_ids_ptr = req.return_token_ids ? &choice.chunk_ids : nullptr;
     nlohmann::json lp = chat ? chat_logprobs_json(text_, choice.chunk_logprobs)
                              : completion_logprobs_json(text_, std::nullopt, choice.chunk_logprobs, choice.text_offset);
-    nlohmann::json chunk = stream_chunk(header, delta.content, choice.first_chunk, chunk_ids_ptr, lp, finish,
-                                        delta.reasoning, index);
-    // A forced call's reply says nothing but the call: its first delta's content is null.
-    if (req.tool_forced && choice.first_chunk && delta.content.empty()) chunk["choices"][0]["delta"]["content"] = nullptr;
-    if (!responder.write_chunk(sse(chunk))) {
+    nlohmann::json chunk = stream_chunk(header, delta.content, false, chunk_ids_ptr, lp, finish, delta.reasoning, index);
+    if (!write(std::move(chunk))) {
       client_gone = true;
       cancel_all();
     }
@@ -198,25 +214,25 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     choice.echo_sent = true;
     const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
     nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset, choice.echo);
-    if (!responder.write_chunk(sse(stream_chunk(header, choice.echo, false, nullptr, lp, "", "", index)))) {
+    if (!write(stream_chunk(header, choice.echo, false, nullptr, lp, "", "", index))) {
       client_gone = true;
       cancel_all();
     }
   };
   // Each new call as OpenAI streams one: its id and name, then its arguments.
   auto send_calls = [&](Choice& choice, int index) {
+    if (choice.calls_sent < choice.calls.size()) send_role(choice, index);
     for (; choice.calls_sent < choice.calls.size() && !client_gone; ++choice.calls_sent) {
       const ToolCall& call = choice.calls[choice.calls_sent];
       const int k = int(choice.calls_sent);
-      nlohmann::json named = stream_chunk(header, "", choice.first_chunk, nullptr, nullptr, "", "", index);
+      nlohmann::json named = stream_chunk(header, "", false, nullptr, nullptr, "", "", index);
       named["choices"][0]["delta"].erase("content");
       named["choices"][0]["delta"]["tool_calls"] = {
           {{"index", k}, {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", ""}}}}};
       nlohmann::json arguments = stream_chunk(header, "", false, nullptr, nullptr, "", "", index);
       arguments["choices"][0]["delta"].erase("content");
       arguments["choices"][0]["delta"]["tool_calls"] = {{{"index", k}, {"function", {{"arguments", call.arguments}}}}};
-      choice.first_chunk = false;
-      if (!responder.write_chunk(sse(named)) || !responder.write_chunk(sse(arguments))) {
+      if (!write(std::move(named)) || !write(std::move(arguments))) {
         client_gone = true;
         cancel_all();
       }

@@ -63,7 +63,7 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
     content.push_back({{"token", token_text(text, token.id)}, {"logprob", token.logprob},
                        {"bytes", token_bytes_of(text, token.id)}, {"top_logprobs", top}});
   }
-  return {{"content", content}};
+  return {{"content", content}, {"refusal", nullptr}};
 }
 
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
@@ -138,6 +138,7 @@ nlohmann::json stream_chunk(const ReplyHeader& header, const std::string& delta,
     nlohmann::json message = nlohmann::json::object();
     if (first) message["role"] = "assistant";
     if (!delta.empty() || first) message["content"] = delta;
+    if (first) message["refusal"] = nullptr;
     if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     choice["delta"] = message;
   } else {
@@ -157,7 +158,7 @@ nlohmann::json reply_choice(const ReplyHeader& header, int index, const std::str
                             const std::string& finish_reason, const std::string* reasoning) {
   nlohmann::json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   if (header.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
     if (reasoning) choice["message"]["reasoning_content"] = *reasoning;
   } else {
     choice["text"] = text;

@@ -332,7 +332,6 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   if (error) return *error;
   if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
     if (!options->is_object()) return bad("'stream_options' must be an object", "stream_options");
-    if (!out.stream) return bad("'stream_options' is only for a streamed reply ('stream': true)", "stream_options");
     for (auto& [key, value] : options->items()) {
       if (key != "include_usage")
         return bad("'stream_options." + key + "' is not supported (only include_usage)", "stream_options");
@@ -340,6 +339,7 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
         return bad("'stream_options.include_usage' must be a boolean", "stream_options");
       out.include_usage = value.is_boolean() && value.get<bool>();
     }
+    if (!out.stream) return bad("'stream_options' is only for a streamed reply ('stream': true)", "stream_options");
   }
   if (auto stop = body.find("stop"); stop != body.end() && !stop->is_null()) {
     if (stop->is_string() && stop->get_ref<const std::string&>().empty()) return bad("the 'stop' string is empty", "stop");

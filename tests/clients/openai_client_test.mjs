@@ -53,6 +53,14 @@ test('a chat reply, and the same reply streamed', async () => {
   assert.equal(text, '5555');
 });
 
+test("the stream helper's final completion is the whole reply, logprobs included", async () => {
+  const body = ask('What is 1234 + 4321?', { logprobs: true, top_logprobs: 2 });
+  const whole = await client.chat.completions.create(body);
+  const final = await client.chat.completions.stream(body).finalChatCompletion();
+  assert.equal(final.choices[0].message.content, whole.choices[0].message.content);
+  assert.deepEqual(final.choices[0].logprobs.content, whole.choices[0].logprobs.content);
+});
+
 test('a seed the reply reports gives the same sampled reply again', async () => {
   const first = await client.chat.completions.create(ask('Reverse the word planet.', { temperature: 1.5 }));
   assert.ok(Number.isSafeInteger(first.seed), `seed ${first.seed} is a safe JavaScript integer`);
