@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -67,9 +68,14 @@ Expected<Value> filter_int(const Value& value, const CallArgs& args) {
   LOCKSTEP_JINJA_ASSIGN(auto bound, bind_args("int", args, kParams));
   if (value.is_undefined()) return undefined_error(value);
   if (value.is_int() || value.is_bool()) return Value(value.as_int());
+  // Python's int() of a float too large for int64 has no int64 value: an error, not a wrap.
+  const auto whole = [](double x) -> Expected<Value> {
+    if (!(x >= -0x1p63 && x < 0x1p63)) return Error{"integer overflow"};
+    return Value(static_cast<int64_t>(x));
+  };
   if (value.is_float()) {
     if (!std::isfinite(value.as_double())) return bound[0];
-    return Value(static_cast<int64_t>(value.as_double()));
+    return whole(value.as_double());
   }
   if (!value.is_string()) return bound[0];
   std::string text = python_strip(value.as_string(), std::nullopt, true, true);
@@ -80,7 +86,7 @@ Expected<Value> filter_int(const Value& value, const CallArgs& args) {
   long long parsed = text.empty() ? 0 : std::strtoll(text.c_str(), &end, base);
   if (!text.empty() && errno == 0 && end == text.c_str() + text.size()) return Value(parsed);
   std::optional<double> as_float = parse_float(value.as_string());
-  if (as_float && std::isfinite(*as_float)) return Value(static_cast<int64_t>(*as_float));
+  if (as_float && std::isfinite(*as_float)) return whole(*as_float);
   return bound[0];
 }
 
@@ -230,7 +236,10 @@ std::string html_escape(std::string_view text) {
 Expected<Value> filter_abs(const Value& value, const CallArgs& args) {
   LOCKSTEP_TRY(expect_no_args("filter", args));
   if (value.is_float()) return Value(std::fabs(value.as_double()));
-  if (value.is_number()) return Value(std::llabs(value.as_int()));
+  if (value.is_number()) {
+    if (value.as_int() == std::numeric_limits<int64_t>::min()) return Error{"integer overflow"};
+    return Value(std::llabs(value.as_int()));
+  }
   return Error{"bad operand type for abs(): '" + type_name(value) + "'"};
 }
 

@@ -62,6 +62,37 @@ TEST(JinjaLimits, StringsThatWouldPass64MiBFailBeforeTheyAreMade) {
   }
 }
 
+// A list that holds another twice, 40 deep, is 2^40 items when written out: its text fails at
+// the limit while it is being written (it took gigabytes before), and comparing it with itself
+// does not walk it.
+TEST(JinjaLimits, AListHeldTwiceAtEachLevelFailsWhileItIsWritten) {
+  const std::string build = "{% set ns = namespace(a=[]) %}{% for i in range(40) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}";
+  for (const char* show : {"{{ ns.a | tojson }}", "{{ ns.a }}", "{{ ns.a | string }}", "{{ ns.a | tojson(indent=2) }}"}) {
+    const auto start = Clock::now();
+    const std::string out = render(build + show);
+    EXPECT_TRUE(out.rfind("error: ", 0) == 0) << show << " gave " << out.size() << " bytes";
+    EXPECT_LT(seconds_since(start), 20.0) << show;
+  }
+  EXPECT_EQ(render(build + "{{ ns.a == ns.a }}"), "True");
+}
+
+// Integer arithmetic a CPU traps on, or that would wrap, is a template error like any overflow.
+TEST(JinjaLimits, IntegerOverflowIsAnErrorNeverATrapOrAWrap) {
+  for (const char* source : {"{{ (-9223372036854775807 - 1) // -1 }}", "{{ -(-9223372036854775807 - 1) }}",
+                             "{{ (-9223372036854775807 - 1) | abs }}", "{{ 1e300 | int }}",
+                             "{{ '99999999999999999999' | int }}", "{{ 3 ** 64 }}", "{{ 9223372036854775807 + 1 }}"}) {
+    const std::string out = render(source);
+    EXPECT_EQ(out.rfind("error: ", 0), 0u) << source << " gave " << out;
+    EXPECT_NE(out.find("integer overflow"), std::string::npos) << source << " gave " << out;
+  }
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+  EXPECT_EQ(render("{{ 7 // -1 }} {{ -7 // 2 }} {{ 7 % -1 }}"), "-7 -4 0");
+  const auto start = Clock::now();
+  EXPECT_EQ(render("{{ 1 ** 9223372036854775807 }} {{ (-1) ** 9223372036854775807 }} {{ 2 ** 62 }}"),
+            "1 -1 4611686018427387904");
+  EXPECT_LT(seconds_since(start), 1.0) << "a power by squaring, not by a loop of its exponent";
+}
+
 TEST(JinjaLimits, ACancelledRenderStops) {
   auto parsed = ChatTemplate::parse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
   ASSERT_TRUE(parsed.ok());

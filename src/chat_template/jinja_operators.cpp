@@ -72,6 +72,10 @@ Expected<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
       if (both_int ? y == 0 : q == 0.0)
         return Error{both_int ? "integer division or modulo by zero" : "float division by zero"};
       if (both_int) {
+        if (y == -1) {  // x / -1 traps on the one quotient past int64 (-2^63 / -1)
+          if (x == std::numeric_limits<int64_t>::min() && op == BinaryOp::kFloorDivide) return Error{"integer overflow"};
+          return Value(op == BinaryOp::kFloorDivide ? -x : int64_t{0});
+        }
         int64_t quotient = x / y, remainder = x % y;
         if (remainder != 0 && ((remainder < 0) != (y < 0))) --quotient, remainder += y;
         return Value(op == BinaryOp::kFloorDivide ? quotient : remainder);
@@ -90,10 +94,12 @@ Expected<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
       return Value(quotient - floored > 0.5 ? floored + 1.0 : floored);
     }
     case BinaryOp::kPower:
-      if (both_int && y >= 0) {
-        int64_t power = 1;
-        for (int64_t i = 0; i < y; ++i)
-          if (__builtin_mul_overflow(power, x, &power)) return Error{"integer overflow"};
+      if (both_int && y >= 0) {  // by squaring: 1 ** (2^62) takes 62 steps, not 2^62
+        int64_t power = 1, base = x;
+        for (int64_t left = y; left > 0; left >>= 1) {
+          if ((left & 1) && __builtin_mul_overflow(power, base, &power)) return Error{"integer overflow"};
+          if (left > 1 && __builtin_mul_overflow(base, base, &base)) return Error{"integer overflow"};
+        }
         return Value(power);
       }
       if (p == 0.0 && q < 0.0) return Error{"0.0 cannot be raised to a negative power"};
@@ -165,7 +171,10 @@ Expected<Value> binary_op(BinaryOp op, const Value& a, const Value& b) {
 Expected<Value> negate(const Value& a) {
   if (a.is_undefined()) return undefined_error(a);
   if (a.is_float()) return Value(-a.as_double());
-  if (a.is_number()) return Value(-a.as_int());
+  if (a.is_number()) {
+    if (a.as_int() == std::numeric_limits<int64_t>::min()) return Error{"integer overflow"};
+    return Value(-a.as_int());
+  }
   return Error{"bad operand type for unary -: '" + type_name(a) + "'"};
 }
 

@@ -96,7 +96,10 @@ std::string repr(const Value& value) {
     case Value::Kind::kList: {
       const List& list = value.as_list();
       std::string out = list.is_tuple ? "(" : "[";
-      for (size_t i = 0; i < list.items.size(); ++i) out += (i ? ", " : "") + repr(list.items[i]);
+      for (size_t i = 0; i < list.items.size(); ++i) {
+        out += (i ? ", " : "") + repr(list.items[i]);
+        limit_text(out.size());  // a list holding itself twice, n deep, is 2^n items of text
+      }
       if (list.is_tuple && list.items.size() == 1) out += ",";
       return out + (list.is_tuple ? ")" : "]");
     }
@@ -107,6 +110,7 @@ std::string repr(const Value& value) {
       bool first = true;
       for (const auto& [key, item] : dict.entries) {
         out += (first ? "" : ", ") + python_string_repr(key) + ": " + repr(item);
+        limit_text(out.size());
         first = false;
       }
       return out + (value.is_dict() ? "}" : "}>");
@@ -129,6 +133,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::kList: {
       const List& x = a.as_list();
       const List& y = b.as_list();
+      if (&x == &y) return true;  // one list held twice: no walk through it (it may be 2^n items)
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
       for (size_t i = 0; i < x.items.size(); ++i)
         if (!equals(x.items[i], y.items[i])) return false;
@@ -137,6 +142,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::kDict: {
       const Dict& x = a.as_dict();
       const Dict& y = b.as_dict();
+      if (&x == &y) return true;
       if (x.entries.size() != y.entries.size()) return false;
       for (const auto& [key, item] : x.entries) {
         const Value* other = y.find(key);
@@ -268,6 +274,7 @@ Status write_json(const Value& value, const JsonStyle& style, int depth, std::st
         if (i) out += item_separator;
         newline(depth + 1);
         LOCKSTEP_TRY(write_json(items[i], style, depth + 1, out));
+        limit_text(out.size());  // while it is written, not once it is whole
       }
       newline(depth);
       out += ']';
@@ -289,6 +296,7 @@ Status write_json(const Value& value, const JsonStyle& style, int depth, std::st
         newline(depth + 1);
         out += json_quote(entries[i]->first, style.ensure_ascii) + key_separator;
         LOCKSTEP_TRY(write_json(entries[i]->second, style, depth + 1, out));
+        limit_text(out.size());
       }
       newline(depth);
       out += '}';
