@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "http_client.h"
 #include "test_server.h"
@@ -220,6 +221,30 @@ TEST(ServerApi, CorsLetsBrowserPagesCallTheApi) {
   EXPECT_TRUE(json::parse(framing.body)["error"].contains("param")) << framing.body;
   TestServer plain(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
   EXPECT_EQ(http_request(plain.port(), "GET", "/v1/models").header("access-control-allow-origin"), "");
+}
+
+// Reply ids are unique across servers (a random prefix per process, then a count), and a model's
+// `created` is the same on every call. Neutral values of OpenAI fields lockstep has no use for
+// are taken (store false, stream_options.include_obfuscation false); others are refused.
+TEST(ServerApi, IdsAreUniqueAcrossServersAndNeutralOpenAiFieldsAreTaken) {
+  TestServer one(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  TestServer two(test_data("llama"), "llama", {.parallel = 2, .max_queue = 8});
+  const std::string body = body_of({{"max_tokens", 1}}).dump();
+  const json a = json::parse(http_request(one.port(), "POST", "/v1/completions", body).body);
+  const json b = json::parse(http_request(two.port(), "POST", "/v1/completions", body).body);
+  ASSERT_TRUE(a.contains("id") && b.contains("id")) << a << b;
+  EXPECT_NE(a["id"], b["id"]);
+  EXPECT_EQ(a["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  const json models = json::parse(http_request(one.port(), "GET", "/v1/models").body);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(json::parse(http_request(one.port(), "GET", "/v1/models").body)["data"][0]["created"],
+            models["data"][0]["created"]);
+  const json taken[] = {{{"store", false}}, {{"stream", true}, {"stream_options", {{"include_obfuscation", false}}}}};
+  for (const json& extra : taken)
+    EXPECT_EQ(http_request(one.port(), "POST", "/v1/completions", body_of(extra).dump()).status, 200) << extra;
+  const json refused[] = {{{"store", true}}, {{"stream", true}, {"stream_options", {{"include_obfuscation", true}}}}};
+  for (const json& extra : refused)
+    EXPECT_EQ(http_request(one.port(), "POST", "/v1/completions", body_of(extra).dump()).status, 400) << extra;
 }
 
 TEST(ServerApi, AnApiKeyGuardsEveryRouteButHealth) {

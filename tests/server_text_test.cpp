@@ -214,6 +214,17 @@ TEST_F(TextServer, AmbiguousOrIdleFieldsAreRefusedByName) {
       {"/tokenize", R"({"content": "hi", "add_special": null, "with_pieces": false})"},
   };
   for (const auto& [path, body] : taken) EXPECT_EQ(http_request(server->port(), "POST", path, body).status, 200) << body;
+  // A role a template would drop or print as it came is refused; `developer` is the system message.
+  HttpReply bogus = http_request(server->port(), "POST", "/v1/chat/completions",
+                                 R"({"messages": [{"role": "bogus", "content": "hi"}]})");
+  EXPECT_EQ(bogus.status, 400);
+  EXPECT_NE(bogus.body.find("bogus"), std::string::npos) << bogus.body;
+  const auto rendered = [&](const char* role) {
+    return post("/apply-template", {{"messages", json::array({{{"role", role}, {"content", "be brief"}},
+                                                             {{"role", "user"}, {"content", "hi"}}})}})["prompt"];
+  };
+  EXPECT_EQ(rendered("developer"), rendered("system"));
+  EXPECT_NE(rendered("system").get<std::string>().find("be brief"), std::string::npos);
 }
 
 // A body nested 30,000 levels deep (in a message's extra field, in chat_template_kwargs, or in a

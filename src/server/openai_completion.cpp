@@ -166,7 +166,7 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     for (auto& choice : choices) choice->handle.cancel();
   };
 
-  ReplyHeader header{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), int64_t(std::time(nullptr)),
+  ReplyHeader header{(chat ? "chatcmpl-" : "cmpl-") + id_prefix_ + std::to_string(next_id_++), int64_t(std::time(nullptr)),
                      settings_.model_name, chat, seed};
   bool client_gone = false, any_token = false;
 

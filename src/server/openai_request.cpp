@@ -219,9 +219,18 @@ std::optional<RequestError> chat_messages(const nlohmann::ordered_json& messages
   for (const auto& message : messages) {
     if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
       return bad("each message needs a string 'role'", "messages");
+    // The roles chat templates render: OpenAI's `developer` is the system message by its newer
+    // name (templates know only `system`), Llama 3's `ipython` a tool's result. Any other a
+    // template would drop or print as it came, so it is refused.
+    const std::string& role = message["role"].get_ref<const std::string&>();
+    static constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool", "ipython"};
+    if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles))
+      return bad("a message's role \"" + role + "\" is none of system, developer, user, assistant, tool, ipython",
+                 "messages");
     auto content = content_text(nlohmann::json(message.value("content", nlohmann::ordered_json())));
     if (!content) return bad("a message's 'content' must be a string or text parts", "messages");
     nlohmann::ordered_json copy = message;
+    if (role == "developer") copy["role"] = "system";
     const bool null = message.contains("content") && message["content"].is_null();
     copy["content"] = null && keep_null ? nlohmann::ordered_json() : nlohmann::ordered_json(*content);
     if (keep_parts && message["content"].is_array()) copy["content"] = message["content"];
@@ -333,6 +342,8 @@ std::variant<CompletionRequest, RequestError> parse_body(const std::string& text
   if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
     if (!options->is_object()) return bad("'stream_options' must be an object", "stream_options");
     for (auto& [key, value] : options->items()) {
+      // OpenAI's random padding of chunks, off: asks for nothing.
+      if (key == "include_obfuscation" && (value.is_null() || value == false)) continue;
       if (key != "include_usage")
         return bad("'stream_options." + key + "' is not supported (only include_usage)", "stream_options");
       if (!value.is_null() && !value.is_boolean())

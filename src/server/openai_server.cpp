@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <ctime>
 #include <optional>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "base/version.h"
@@ -14,6 +16,11 @@ namespace lockstep {
 
 OpenAiServer::OpenAiServer(StepRunner& runner, const ModelText& text, ServeSettings settings)
     : text_(text), settings_(std::move(settings)), lanes_(runner, settings_.lanes) {
+  // Reply ids: this process's random prefix, then a count, so no two servers' replies share one.
+  std::random_device random;
+  char prefix[17];
+  std::snprintf(prefix, sizeof(prefix), "%08x%08x", random(), random());
+  id_prefix_ = prefix;
   context_.info = &runner.info();
   context_.text = &text;
   context_.model_name = settings_.model_name;
@@ -59,7 +66,7 @@ bool OpenAiServer::authorized(const HttpRequest& request) const {
 nlohmann::json OpenAiServer::model_object(const std::string& id) const {
   return {{"id", id},
           {"object", "model"},
-          {"created", int64_t(std::time(nullptr))},
+          {"created", started_},  // when the model was loaded: the same on every call
           {"owned_by", "lockstep"},
           {"max_model_len", lanes_.info().max_context}};
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <memory>
@@ -70,6 +71,8 @@ class OpenAiServer {
   LaneHost lanes_;
   ServerMetrics metrics_;
   std::atomic<uint64_t> next_id_{1};
+  std::string id_prefix_;                             // random, per process: reply ids are unique
+  const int64_t started_ = int64_t(std::time(nullptr));  // the models' "created"
   std::atomic<bool> stopping_{false};
   ParseGate parse_gate_{2};  // large bodies are parsed two at a time
 };

@@ -34,6 +34,7 @@ bool neutral(const std::string& key, const nlohmann::json& value, bool chat) {
   if (key == "best_of") return !chat && number_is(1.0);
   if (key == "tools" || key == "functions") return value.is_array() && value.empty();
   if (key == "tool_choice") return value == "none";
+  if (key == "store") return value == false;  // OpenAI keeps replies for its dashboard; nothing is kept here
   return false;
 }
 
