@@ -206,6 +206,9 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"fractional_seed", {"--tokens", "1", "--seed", "1.5"}, "--seed: must be an integer from 0 to 2^64 - 1"},
       {"prompt_past_context", twenty_tokens(), "the prompt has 20 tokens; the context holds 16"},
       {"logits_prompt_past_context", twenty_tokens(), "the prompt has 20 tokens", "logits"},
+      // A context that is no multiple of the 16-position pages holds what was asked, not a page more.
+      {"prompt_past_an_uneven_context", {"--tokens", "1,2,3,4,5,6,7,8,9,10", "--context", "4"},
+       "the prompt has 10 tokens; the context holds 4"},
       {"context_past_the_model", {"--tokens", "1", "--context", "5000"},
        "--context 5000 is past this model's maximum of 4096"},
       {"threads_with_cuda", {"--tokens", "1", "--backend", "cuda"}, "--threads sets the CPU backend's threads"},

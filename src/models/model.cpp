@@ -84,7 +84,7 @@ Expected<ModelOptions> Model::fit_to_memory(const ModelOptions& options, int64_t
 int64_t Model::plan_memory(const ModelOptions& options, int64_t config_max_positions) {
   const auto [context, max_pages, pages] = asked_pool(options, config_max_positions);
   info_.page_size = options.page_size;
-  info_.max_context = max_pages * options.page_size;
+  info_.max_context = context;  // what was asked (or the model's maximum), not rounded up to pages
   info_.max_rows = options.max_rows;
   info_.max_logit_rows = logit_rows_of(options);
   // Past INT32_MAX pages the pool could never be allocated: the cache's alloc refuses it.
