@@ -185,7 +185,7 @@ int run_serve(const ServeFlags& flags) {
   OpenAiServer api(runner, *text, settings);
   api_ready = &api;
   std::cerr << "lockstep: serving " << settings.model_name << " (" << loaded->model->info().architecture << ") on http://"
-            << flags.host << ":" << server.port() << " with " << api.lanes().settings().max_streams
+            << (flags.host.find(':') != std::string::npos ? "[" + flags.host + "]" : flags.host) << ":" << server.port() << " with " << api.lanes().settings().max_streams
             << " parallel streams, context "
             << loaded->model->info().max_context << (text->has_tokenizer() ? "" : ", token ids only (no tokenizer)")
             << (flags.model.tensor_parallel > 1 ? ", " + std::to_string(flags.model.tensor_parallel) +
@@ -223,7 +223,13 @@ Command add_serve_command(CLI::App& app) {
   flags->model.context = 4096;  // a KV pool of --parallel full contexts: the model's maximum is often far more
   add_model_flags(*command, flags->model, /*model_required=*/false);
   add_tokenizer_flag(*command, flags->model.tokenizer_json_only);
-  command->add_option("--host", flags->host, "address to listen on");
+  // An empty value would mean something nobody asked for: every interface, no key, no origin.
+  const auto not_empty = [](const char* what) {
+    return CLI::Validator([what](std::string& value) { return value.empty() ? std::string(what) : std::string(); },
+                          "NOT EMPTY");
+  };
+  command->add_option("--host", flags->host, "address to listen on")
+      ->check(not_empty("is empty: give an address (0.0.0.0: every interface)"));
   command->add_option("--port", flags->port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   command->add_option("--parallel", flags->parallel, "streams decoded together; more wait in the queue")
       ->check(CLI::Range(1, 1024));
@@ -271,10 +277,12 @@ Command add_serve_command(CLI::App& app) {
       });
   command->add_option("--cors-origin", flags->cors_origin,
                       "let browser pages from this origin call the API (\"*\": any origin); answers preflight "
-                      "OPTIONS requests");
+                      "OPTIONS requests")
+      ->check(not_empty("is empty: give an origin (\"*\": any), or leave the flag out"));
   command->add_option("--api-key", flags->api_key,
                       "requests need 'Authorization: Bearer KEY' (all routes but /health); also read from "
-                      "LOCKSTEP_API_KEY");
+                      "LOCKSTEP_API_KEY")
+      ->check(not_empty("is empty, which would leave the server open: give a key, or leave the flag out"));
   return {command, [flags] { return run_serve(*flags); }};
 }
 
