@@ -336,6 +336,29 @@ TEST(GgufErrors, ANemotronHLayerCountTheArraysDoNotHoldIsRefused) {
   }
 }
 
+// A number written as text (rope.freq_base "1e6") read as absent, and took its default unseen:
+// refused by name. The f32 (4 bytes) becomes a string of 28 (8 + 28 bytes): 32 bytes more, so
+// the data section stays where its alignment puts it.
+TEST(GgufErrors, AnArchitectureNumberWrittenAsTextIsRefused) {
+  auto dir = TempDir::create("lockstep-gguf");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = copy_of(*dir, "qwen3-q8_0.gguf");
+  rewrite(path, [](std::string& bytes) {
+    const std::string key = "qwen3.rope.freq_base";
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    std::string text(8 + 4 + 28, '\0');
+    const uint32_t string_type = 8;
+    const uint64_t length = 28;
+    std::memcpy(text.data(), &string_type, 4);
+    std::memcpy(text.data() + 4, &length, 8);
+    const std::string value = "1e6" + std::string(25, ' ');
+    std::memcpy(text.data() + 12, value.data(), 28);
+    bytes.replace(at + key.size(), 4 + 4, text);
+  });
+  expect_error(load_file(path), "metadata qwen3.rope.freq_base is text (\"1e6");
+}
+
 TEST(GgufErrors, HeaderCountsPastTheFileAreRefused) {
   auto dir = TempDir::create("lockstep-gguf");
   ASSERT_TRUE(dir.ok());

@@ -28,6 +28,13 @@ Expected<int64_t> GgufModel::positive(const std::string& key) const {
 }
 
 Expected<nlohmann::json> GgufModel::config() const {
+  // The architecture's keys are numbers (or lists of them, or flags) but for the rope scaling's
+  // name: one written as text would otherwise read as absent and take its default unseen.
+  const std::string prefix = architecture_ + ".";
+  for (const auto& [key, value] : metadata().items())
+    if (key.starts_with(prefix) && value.is_string() && key != prefix + "rope.scaling.type")
+      return make_error(files_.front()->path() + ": metadata " + key + " is text (\"" + value.get<std::string>().substr(0, 40) +
+                        "\"); lockstep reads it as a number");
   if (gguf_is_nemotron(architecture_)) return nemotron_config();
   return llama_config();
 }
