@@ -314,6 +314,31 @@ TEST_F(CliModelErrorTest, MissingFolder) {
   expect_one_line_error(result, "model folder '" + missing + "' does not exist");
 }
 
+TEST_F(CliModelErrorTest, AWeightsFileGivenForTheFolderSaysSo) {
+  write("config.json", config.dump());
+  write("model.safetensors", weights);
+  expect_one_line_error(run_lockstep({"generate", "--model", dir->file("model.safetensors"), "--tokens", "1"}),
+                        "is a file: give the model folder that holds it");
+}
+
+// A quantization lockstep does not read is named (not a missing tensor later, nor a silent run
+// of plain weights beside it); so is an FP8 block it does not read, and a norm epsilon out of range.
+TEST_F(CliModelErrorTest, WhatTheConfigAsksForAndLockstepCannotDoIsNamed) {
+  write("model.safetensors", weights);
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {{{"quantization_config", {{"quant_method", "gptq"}, {"bits", 4}}}}, "quant_method 'gptq' is not a quantization"},
+      {{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {100, 100}}}}},
+       "weight_block_size [100,100] is not a block lockstep reads"},
+      {{{"rms_norm_eps", -1}}, "rms_norm_eps must be from 0 to below 1"},
+  };
+  for (const auto& [extra, message] : cases) {
+    nlohmann::json broken = config;
+    broken.update(extra);
+    write("config.json", broken.dump());
+    expect_one_line_error(generate(), message);
+  }
+}
+
 TEST_F(CliModelErrorTest, FolderWithoutConfig) {
   write("model.safetensors", weights);
   expect_one_line_error(generate(), dir->file("config.json"));

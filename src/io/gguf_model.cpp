@@ -21,7 +21,7 @@ std::optional<DType> plain_dtype(uint32_t type) {
 
 Error unsupported_type(const std::string& file, const GgufTensor& tensor) {
   return make_error(file + ": tensor '" + tensor.name + "' is " + ggml_type_name(tensor.type) +
-                    ", which lockstep does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)");
+                    ", which lockstep does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K and Q6_K)");
 }
 
 }  // namespace

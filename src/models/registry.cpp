@@ -106,12 +106,37 @@ class ProgressWeights : public WeightSource {
   mutable int64_t done_ = 0;
 };
 
+// A checkpoint's quantization, as its config.json names it: the methods lockstep reads (the
+// layout itself is read off the tensors' shapes), or an error naming the one it does not, rather
+// than a missing tensor later or, where the file also holds plain weights, a silent run of those.
+Status check_quantization_config(const nlohmann::json& config) {
+  for (const char* key : {"quantization_config", "quantization"}) {
+    auto it = config.find(key);
+    if (it == config.end() || !it->is_object()) continue;
+    const std::string method = it->value("quant_method", "");
+    static const char* const kRead[] = {"", "fp8", "modelopt", "mlx", "compressed-tensors"};
+    if (std::find_if(std::begin(kRead), std::end(kRead), [&](const char* name) { return method == name; }) == std::end(kRead))
+      return make_error("config.json " + std::string(key) + ".quant_method '" + method +
+                        "' is not a quantization lockstep reads (MLX affine, FP8: fp8, modelopt; or GGUF files)");
+    if (auto block = it->find("weight_block_size"); block != it->end() && !block->is_null()) {
+      const bool square = block->is_array() && block->size() == 2 && (*block)[0].is_number_integer() && (*block)[0] == (*block)[1];
+      const int64_t side = square ? (*block)[0].get<int64_t>() : 0;
+      if (side != 32 && side != 64 && side != 128)
+        return make_error("config.json " + std::string(key) + ".weight_block_size " + block->dump() +
+                          " is not a block lockstep reads ([128, 128], [64, 64] or [32, 32])");
+    }
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const ModelOptions& options,
                                             WeightChoice choice) {
   namespace fs = std::filesystem;
   const bool gguf = is_gguf_path(dir);
+  if (!gguf && fs::is_regular_file(dir))
+    return make_error("'" + dir + "' is a file: give the model folder that holds it (or a .gguf file)");
   if (!gguf && !fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
   Expected<nlohmann::json> config = make_error("");
   std::unique_ptr<WeightSource> weights;
@@ -125,6 +150,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
   } else {
     config = read_json_file((fs::path(dir) / "config.json").string());
     if (!config.ok()) return config.error();
+    if (Status known = check_quantization_config(*config); !known.ok()) return known.error();
   }
   if (weights) {
     if (options.on_progress) weights = std::make_unique<ProgressWeights>(std::move(weights), options.on_progress);

@@ -41,6 +41,7 @@ Expected<LlamaConfig> parse_llama_config(const nlohmann::json& json) {
   auto attention_bias = config_bool(json, "attention_bias", false);
   auto mlp_bias = config_bool(json, "mlp_bias", false);
   if (!eps.ok()) return eps.error();
+  if (!(*eps >= 0.0 && *eps < 1.0)) return make_error("rms_norm_eps must be from 0 to below 1, got " + std::to_string(*eps));
   for (auto* field : {&tied, &attention_bias, &mlp_bias})
     if (!field->ok()) return field->error();
   c.rms_eps = *eps;

@@ -112,6 +112,8 @@ Expected<NemotronConfig> parse_nemotron_config(const nlohmann::json& json) {
   integer(c.vocab, "vocab_size", 0, true);
   integer(c.max_positions, "max_position_embeddings", 4096, false);
   number(c.eps, "layer_norm_epsilon", 1e-5);
+  if (status.ok() && !(c.eps >= 0.0 && c.eps < 1.0))
+    status = make_error("layer_norm_epsilon must be from 0 to below 1, got " + std::to_string(c.eps));
   boolean(c.tied_embeddings, "tie_word_embeddings", false);
   integer(c.heads, "num_attention_heads", 0, has_attention);
   integer(c.kv_heads, "num_key_value_heads", c.heads, false);
