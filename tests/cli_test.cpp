@@ -224,6 +224,8 @@ const std::vector<FlagErrorCase>& flag_error_cases() {
       {"draft_tokens_and_no_drafts", {"--tokens", "1", "--draft-tokens", "2", "--no-drafts"},
        "give --no-drafts or --draft-tokens, not both"},
       {"draft_tokens_past_eight", {"--tokens", "1", "--draft-tokens", "9"}, "--draft-tokens: Value 9 not in range"},
+      {"draft_width_without_a_head", {"--tokens", "1", "--draft-width", "4"}, "--draft-width: the model has no MTP head"},
+      {"parallel_without_a_batch", {"--tokens", "1", "--parallel", "4"}, "--parallel: only with --batch"},
       {"tensor_parallel_not_dividing", {"--tokens", "1", "--tensor-parallel", "3"},
        "tensor parallel 3: this model's"},
       {"tensor_parallel_zero", {"--tokens", "1", "--tensor-parallel", "0"}, "--tensor-parallel: Value 0 not in range"},

@@ -24,6 +24,7 @@ struct GenerateFlags {
   bool no_thinking = false;
   std::string batch;
   int32_t parallel = 8;
+  bool parallel_given = false;
   int64_t max_tokens = 16;
   float temperature = 0.0f;
   int top_k = 0;
@@ -97,6 +98,7 @@ int run_one(const GenerateFlags& flags) {
 }
 
 int run_generate(const GenerateFlags& flags) {
+  if (flags.batch.empty() && flags.parallel_given) return fail("--parallel: only with --batch (one prompt is one stream)");
   if (flags.batch.empty()) return run_one(flags);
   if (!flags.tokens.empty() || flags.prompt || !flags.messages.empty())
     return fail("give either a prompt or --batch, not both");
@@ -129,7 +131,8 @@ Command add_generate_command(CLI::App& app) {
                       "JSONL file, a line per prompt: {\"tokens\": [...], \"max_tokens\": N, \"temperature\": T, "
                       "\"seed\": S, ...}; prints a JSON line per prompt, in input order");
   command->add_option("--parallel", flags->parallel, "streams decoded together with --batch")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->each([flags = flags.get()](const std::string&) { flags->parallel_given = true; });
   command->add_option("--max-tokens", flags->max_tokens, "tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   command->add_option("--temperature", flags->temperature, "0: greedy");
   command->add_option("--top-k", flags->top_k, "keep the k most likely ids (0 or -1: off)");

@@ -23,7 +23,8 @@ void add_draft_flags(CLI::App& command, DraftFlags& flags) {
       .add_option("--draft-width", flags.width,
                   "the widest round that drafts: with more streams decoding, each decodes a row a round (default " +
                       std::to_string(kDefaultDraftWidth) + ")")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->each([&flags](const std::string&) { flags.width_given = true; });
   command.add_flag("--no-drafts", flags.off, "no MTP drafts (the same as --draft-tokens 0)");
 }
 
@@ -38,6 +39,8 @@ Status apply_draft_flags(const DraftFlags& flags, const std::string& backend, co
   if (flags.tokens_given && flags.tokens > 0 && !info.draft_head)
     return make_error("--draft-tokens: the model has no MTP head (in config.json, num_nextn_predict_layers is 0 or "
                       "missing), so there is nothing to draft with");
+  if (flags.width_given && !info.draft_head)
+    return make_error("--draft-width: the model has no MTP head, so nothing drafts");
   lanes.draft_tokens = info.draft_head ? drafts_asked(flags, backend) : 0;
   lanes.draft_width = std::min(flags.width, parallel);
   return Status::success();

@@ -23,6 +23,7 @@ struct DraftFlags {
   int32_t tokens = kDefaultDraftTokensGpu;  // what --draft-tokens gave, if tokens_given
   bool tokens_given = false;
   int32_t width = kDefaultDraftWidth;
+  bool width_given = false;
   bool off = false;
 };
 
