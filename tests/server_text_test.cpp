@@ -122,6 +122,16 @@ TEST_F(TextServer, AChatStreamOpensWithTheRoleAloneAndItsLogprobsAreTheReplys) {
   }
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(logprobs[0], whole["choices"][0]["logprobs"]["content"]) << "n = 2's first choice is the request alone";
+  // Without logprobs no chunk after the role's is empty (a first token that shows no text yet,
+  // a byte of a character, sends nothing).
+  body.erase("logprobs");
+  body.erase("stream_options");
+  body["logit_bias"] = {{"228", 100}};  // a byte that starts a character and never ends it
+  for (const std::string& payload : sse_payloads(http_request(server->port(), "POST", "/v1/chat/completions", body.dump()).body)) {
+    if (payload == "[DONE]") break;
+    const json choice = json::parse(payload)["choices"][0];
+    EXPECT_TRUE(!choice["delta"].empty() || !choice["finish_reason"].is_null()) << payload;
+  }
 }
 
 // A template that opens <think> in the prompt (chat_template_kwargs think, here): the reply is

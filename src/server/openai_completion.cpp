@@ -101,6 +101,7 @@ struct Choice {
   std::vector<TokenLogprobs> logprobs, chunk_logprobs;
   // Echo: the prompt's text, its first id and its logprobs (with logprobs); streamed once.
   std::string echo;
+  bool echo_is_text = false;  // the client's text prompt (else a prompt of ids, echoed decoded)
   std::optional<int32_t> lead;
   std::vector<TokenLogprobs> prompt_logprobs;
   bool echo_sent = false;
@@ -147,7 +148,10 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       choices.back()->tools.emplace(req.tool_format, req.tools, seed + uint64_t(i), req.tool_forced);
       choices.back()->parallel = req.parallel_tool_calls;
     }
-    if (req.echo) choices.back()->echo = prompt.echo, choices.back()->lead = prompt.ids.front();
+    if (req.echo) {
+      choices.back()->echo = prompt.echo, choices.back()->lead = prompt.ids.front();
+      choices.back()->echo_is_text = prompt.text;
+    }
     GenerateRequest stream = req.generate;
     stream.prompt = prompt.ids;
     stream.sampling.seed = seed + uint64_t(i);
@@ -213,7 +217,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     if (choice.echo_sent || !choice.lead || client_gone) return;
     choice.echo_sent = true;
     const std::optional<int32_t> lead = req.generate.prompt_logprobs >= 0 ? choice.lead : std::nullopt;
-    nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset, choice.echo);
+    nlohmann::json lp = completion_logprobs_json(text_, lead, choice.prompt_logprobs, choice.text_offset,
+                                          choice.echo, !choice.echo_is_text);
     if (!write(stream_chunk(header, choice.echo, false, nullptr, lp, "", "", index))) {
       client_gone = true;
       cancel_all();
@@ -276,7 +281,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
         choice.handle.cancel();
       }
       const bool any_text = !delta.content.empty() || !delta.reasoning.empty();
-      if (req.stream && (any_text || req.return_token_ids || !choice.chunk_logprobs.empty() || choice.first_chunk))
+      if (req.stream) send_role(choice, event->choice);  // a chat stream's first chunk, alone
+      if (req.stream && (any_text || req.return_token_ids || !choice.chunk_logprobs.empty() || (!chat && choice.first_chunk)))
         send_chunk(choice, event->choice, delta, "");
       if (req.stream) send_calls(choice, event->choice);
     }
@@ -354,7 +360,8 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
       } else if (req.generate.top_logprobs >= 0) {
         // With echo, the prompt's tokens come first: its first without a logprob, then the rest.
         if (req.generate.prompt_logprobs >= 0)
-          lp = completion_logprobs_json(text_, choice.lead, choice.prompt_logprobs, choice.text_offset, choice.echo);
+          lp = completion_logprobs_json(text_, choice.lead, choice.prompt_logprobs, choice.text_offset,
+                                          choice.echo, !choice.echo_is_text);
         append_logprobs(lp, completion_logprobs_json(text_, std::nullopt, choice.logprobs, choice.text_offset));
       }
       nlohmann::json reply = reply_choice(header, int(i), choice.echo + choice.reply,

@@ -33,11 +33,15 @@ void TextOffset::add(std::string_view bytes) {
   for (unsigned char c : bytes) {
     if (expected_ > 0 && c >= low_ && c <= high_) {  // the open character goes on
       --expected_;
+      ++taken_;
       low_ = 0x80, high_ = 0xBF;
       continue;
     }
+    // The open character was cut short: one U+FFFD (counted at its first byte), or one a byte.
+    if (expected_ > 0 && per_byte) characters += taken_ - 1;
     ++characters;  // a new character, or one U+FFFD for a byte that cannot start one
     expected_ = 0;
+    taken_ = 1;
     low_ = 0x80, high_ = 0xBF;
     if (c >= 0xC2 && c <= 0xDF) {
       expected_ = 1;
@@ -68,11 +72,13 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
                                         const std::vector<TokenLogprobs>& tokens, TextOffset& offset,
-                                        std::string_view echo) {
+                                        std::string_view echo, bool ids_echoed) {
   if (tokens.empty() && !lead) return nullptr;
   nlohmann::json pieces = nlohmann::json::array(), logprobs = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
   size_t echoed = 0;  // bytes of `echo` the tokens so far cover
+  bool lost = false;  // ids_echoed: a token was not found in `echo`
+  if (text.has_tokenizer()) offset.per_byte = text.tokenizer().decodes_byte_fallback();
   // Moves `offset` past the characters token `id` takes in the reply's text.
   auto advance = [&](int32_t id) {
     if (!text.has_tokenizer()) return;
@@ -83,7 +89,7 @@ nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int
       return;
     }
     const std::string bytes = special ? tokenizer.decode({id}, false) : tokenizer.token_bytes(id);
-    for (size_t skip = 0; skip < 2 && skip < bytes.size(); ++skip) {  // a leading space a decoder drops
+    for (size_t skip = 0; skip < 2 && skip < bytes.size() && !lost; ++skip) {  // a leading space a decoder drops
       const std::string_view found(bytes.data() + skip, bytes.size() - skip);
       if (skip == 1 && bytes[0] != ' ') break;
       if (echo.substr(echoed, found.size()) == found) {
@@ -91,6 +97,13 @@ nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int
         offset.add(found);
         return;
       }
+    }
+    // Not where the text has got to. A text prompt's token its text does not hold (an added BOS)
+    // takes nothing. An id prompt's decoding shows ill-formed bytes otherwise than they are, so
+    // from there on each of its tokens takes its own bytes' characters.
+    if (ids_echoed) {
+      lost = true;
+      offset.add(bytes);
     }
   };
   auto add = [&](int32_t id, const nlohmann::json& logprob, const nlohmann::json& top) {

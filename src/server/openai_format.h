@@ -34,10 +34,15 @@ nlohmann::json chat_logprobs_json(const ModelText& text, const std::vector<Token
 // as one U+FFFD), carried over tokens that split a character.
 struct TextOffset {
   int64_t characters = 0;
+  // A ByteFallback decoder's text shows each ill-formed byte as one U+FFFD, not each piece. A
+  // piece is known to be cut short only at the byte after it, so the one token that follows it
+  // is given the piece's first character; every token after that is where the text shows it.
+  bool per_byte = false;
   void add(std::string_view bytes);
 
  private:
   int expected_ = 0;                 // continuation bytes the open character still needs
+  int taken_ = 0;                    // bytes the open character has
   unsigned char low_ = 0x80, high_ = 0xBF;  // the range its next byte must fall in
 };
 
@@ -47,10 +52,12 @@ struct TextOffset {
 // which it advances past them: a generated token by the characters it adds (a special token,
 // which the text leaves out, by none). With `echo` (the prompt's text, these its tokens from its
 // start) each token is found where the text has got to: one the text does not hold there (the
-// BOS a tokenizer adds) takes no characters. Nothing to list: null.
+// BOS a tokenizer adds) takes no characters. With `ids_echoed` the echo is a prompt of ids'
+// decoding, which shows ill-formed bytes otherwise than they are: from the first token not
+// found there, each token takes its own bytes' characters. Nothing to list: null.
 nlohmann::json completion_logprobs_json(const ModelText& text, std::optional<int32_t> lead,
                                         const std::vector<TokenLogprobs>& tokens, TextOffset& offset,
-                                        std::string_view echo = {});
+                                        std::string_view echo = {}, bool ids_echoed = false);
 // `more`'s entries appended to `logprobs`' (both completion logprobs objects or null).
 void append_logprobs(nlohmann::json& logprobs, const nlohmann::json& more);
 

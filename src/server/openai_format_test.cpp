@@ -98,5 +98,50 @@ TEST(CompletionLogprobs, OffsetsCountEachIllFormedPieceAsOneCharacter) {
   }
 }
 
+// A prompt of ids is echoed as its decoding, where a lone continuation byte shows as U+FFFD: the
+// offsets go on past it rather than stopping there.
+TEST(CompletionLogprobs, AnIdPromptsIllFormedByteDoesNotStopItsOffsets) {
+  const std::string dir = testing_support::real_tokenizer_dir("llama3_1");
+  if (!std::ifstream(dir + "/tokenizer.json")) GTEST_SKIP() << "run scripts/fetch-tokenizers";
+  auto text = ModelText::load(dir);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  int32_t lone = -1;
+  for (int32_t id = 0; id < 512 && lone < 0; ++id)
+    if (text->tokenizer().token_bytes(id) == "\x80") lone = id;
+  ASSERT_GE(lone, 0);
+  const int32_t bos = text->tokenizer().token_to_id("<|begin_of_text|>").value();
+  const int32_t word = text->encode(" word", false)->front();
+  const std::vector<int32_t> ids = {bos, word, lone, word, word};
+  const std::string echo = text->tokenizer().decode(ids, false);
+  std::vector<TokenLogprobs> scored;
+  for (size_t i = 1; i < ids.size(); ++i) scored.push_back({ids[i], -1.0f, {}});
+  TextOffset offset;
+  const nlohmann::json lp = completion_logprobs_json(*text, bos, scored, offset, echo, true);
+  EXPECT_EQ(lp["text_offset"], (nlohmann::json{0, 17, 22, 23, 28})) << echo;
+  EXPECT_EQ(offset.characters, 33);
+}
+
+// Gemma 3's decoder is ByteFallback: bytes that make no character show as one U+FFFD each. The
+// tokens after such a piece (from the second on) start where its text puts them.
+TEST(CompletionLogprobs, AByteFallbackTextCountsEachIllFormedByte) {
+  const std::string dir = testing_support::real_tokenizer_dir("gemma3");
+  if (!std::ifstream(dir + "/tokenizer.json")) GTEST_SKIP() << "run scripts/fetch-tokenizers";
+  auto text = ModelText::load(dir);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  ASSERT_TRUE(text->tokenizer().decodes_byte_fallback());
+  const int32_t e4 = text->tokenizer().token_to_id("<0xE4>").value(), b8 = text->tokenizer().token_to_id("<0xB8>").value();
+  const int32_t word = text->encode(" word", false)->front();
+  const std::vector<int32_t> ids = {e4, b8, word, word};
+  std::vector<TokenLogprobs> tokens;
+  for (int32_t id : ids) tokens.push_back({id, -1.0f, {}});
+  TextOffset offset;
+  const nlohmann::json lp = completion_logprobs_json(*text, std::nullopt, tokens, offset);
+  const std::string decoded = text->tokenizer().decode(ids);
+  int64_t characters = 0;
+  for (unsigned char c : decoded) characters += (c & 0xC0) != 0x80;
+  EXPECT_EQ(offset.characters, characters) << decoded;            // two U+FFFD, then the words
+  EXPECT_EQ(lp["text_offset"][3], characters - (characters - 2) / 2) << decoded;  // the second word
+}
+
 }  // namespace
 }  // namespace lockstep

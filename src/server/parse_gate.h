@@ -1,6 +1,6 @@
 // Bounds the memory request parsing takes. A body's JSON trees (the parsed body, the chat
 // messages in their own order, the template's copy) take tens of times its bytes: 8 MiB of ids
-// is about 400 MB while parsed. Bodies of kLargeBodyBytes or more are parsed at most `slots` at a
+// is about 190 MB while parsed. Bodies of kLargeBodyBytes or more are parsed at most `slots` at a
 // time, so clients that send many at once wait their turn instead of growing the server
 // without bound; smaller bodies never wait.
 #pragma once

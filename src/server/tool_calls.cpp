@@ -244,7 +244,8 @@ Expected<int32_t> xml_text(Grammar& g, const ordered& property, const std::strin
     for (const ordered& value : values) {
       if (!value.is_string() || value.get<std::string>().find('<') != std::string::npos)
         return make_error(where + ": enum values must be strings without '<' in this model's call format");
-      literals.push_back(g.literal(value.get<std::string>()));
+      const std::string& text = value.get_ref<const std::string&>();
+      literals.push_back(text.empty() ? g.empty() : g.literal(text));  // literal("") matches nothing
     }
     return g.choice(literals);
   }

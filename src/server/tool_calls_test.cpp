@@ -218,6 +218,12 @@ TEST(ToolCallGrammar, ParametersAreKeptOrRefused) {
   std::string kelvin = call;
   kelvin.replace(kelvin.find("celsius"), 7, "kelvin");
   EXPECT_FALSE(allows(*xml, kelvin));
+  // An enum may hold the empty string (a literal of nothing matched nothing, and the grammar was
+  // refused as having no finite text).
+  auto blank = tool_call_grammar(ToolFormat::xml, tools(R"({"type": "object", "properties": {
+      "unit": {"type": "string", "enum": ["", "celsius"]}}, "required": ["unit"]})"), "", false);
+  ASSERT_TRUE(blank.ok()) << blank.error().message;
+  EXPECT_TRUE(allows(*blank, "<tool_call>\n<function=f>\n<parameter=unit>\n\n</parameter>\n</function>\n</tool_call>"));
   EXPECT_FALSE(tool_call_grammar(ToolFormat::xml, tools(R"({"properties": {"a>b": {"type": "integer"}}})"), "", false).ok());
   EXPECT_FALSE(tool_call_grammar(ToolFormat::xml, tools(R"({"properties": {"s": {"type": "string", "pattern": "x"}}})"), "", false).ok());
 }

@@ -76,6 +76,8 @@ class Tokenizer {
   // The bytes token `id` adds to a text it continues (Decoder::token_bytes); empty for special
   // tokens and ids with no token.
   std::string token_bytes(int32_t id) const;
+  // Decoder::has_byte_fallback: ill-formed bytes show as one U+FFFD each.
+  bool decodes_byte_fallback() const { return decoder_.has_byte_fallback(); }
   // Decoder::extends_byte_run, for StreamingDetokenizer.
   bool extends_byte_run(std::string_view last, std::string_view token) const {
     return decoder_.extends_byte_run(last, token);

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer_decoder.h"
 
+#include <algorithm>
+
 #include "base/hex.h"
 #include "tokenizer/tokenizer_byte_level.h"
 #include "tokenizer/tokenizer_json_options.h"
@@ -134,6 +136,10 @@ DecodedText Decoder::decode(const std::vector<std::string_view>& tokens, bool co
     decoded.text += piece.text;
   }
   return decoded;
+}
+
+bool Decoder::has_byte_fallback() const {
+  return std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return step.kind == Kind::kByteFallback; });
 }
 
 bool Decoder::extends_byte_run(std::string_view last, std::string_view token) const {

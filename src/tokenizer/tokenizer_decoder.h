@@ -42,6 +42,9 @@ class Decoder {
   // the end: the run stays open, so decoding adds nothing stable. Lets streaming skip decoding
   // (a long run of byte tokens would otherwise be decoded again at every token).
   bool extends_byte_run(std::string_view last, std::string_view token) const;
+  // Whether a step is ByteFallback: bytes that make no character show as one U+FFFD each (not
+  // one for each maximal ill-formed piece, as ByteLevel's decoding shows them).
+  bool has_byte_fallback() const;
 
  private:
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip };
