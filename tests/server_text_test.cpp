@@ -147,6 +147,8 @@ TEST_F(TextServer, ThinkingInThePromptGoesToReasoningContent) {
   ASSERT_TRUE(message.contains("reasoning_content")) << reply.dump();
   EXPECT_EQ(message["reasoning_content"], text().tokenizer().decode(ids, true));
   EXPECT_EQ(message["content"], "");
+  // All 8 tokens are inside the think block: reasoning tokens, as OpenAI's usage counts them.
+  EXPECT_EQ(reply["usage"]["completion_tokens_details"]["reasoning_tokens"], 8) << reply["usage"];
   body["stream"] = true;
   HttpReply streamed = http_request(server->port(), "POST", "/v1/chat/completions", body.dump());
   std::string reasoning, content;
@@ -161,7 +163,9 @@ TEST_F(TextServer, ThinkingInThePromptGoesToReasoningContent) {
   EXPECT_EQ(content, "");
   body.erase("chat_template_kwargs");
   body["stream"] = false;
-  EXPECT_FALSE(post("/v1/chat/completions", body)["choices"][0]["message"].contains("reasoning_content"));
+  const json plain = post("/v1/chat/completions", body);
+  EXPECT_FALSE(plain["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_EQ(plain["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
 }
 
 // The text routes, as llama.cpp's server names them: what the chat and completion routes do with

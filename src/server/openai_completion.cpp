@@ -69,6 +69,8 @@ struct Choice {
   }
   // The text token `id` adds, split; a special think tag's id adds its tag.
   ReasoningSplitter::Pieces split_token(int32_t id) {
+    // A token of the think block (its tags too) is a reasoning token of the usage.
+    if (splitter && (splitter->thinking() || id == open_id)) ++reasoning_tokens;
     ReasoningSplitter::Pieces pieces = split(text.push(id));
     if (splitter && (id == open_id || id == close_id)) {
       const ReasoningSplitter::Pieces tag = splitter->push(id == open_id ? "<think>" : "</think>");
@@ -101,6 +103,7 @@ struct Choice {
   std::vector<TokenLogprobs> logprobs, chunk_logprobs;
   // Echo: the prompt's text, its first id and its logprobs (with logprobs); streamed once.
   std::string echo;
+  int64_t reasoning_tokens = 0;  // of the ids, those inside the think block
   bool echo_is_text = false;  // the client's text prompt (else a prompt of ids, echoed decoded)
   std::optional<int32_t> lead;
   std::vector<TokenLogprobs> prompt_logprobs;
@@ -331,7 +334,10 @@ void OpenAiServer::completion(const HttpRequest& request, HttpResponder& respond
     // Tokens after a stop string are not the reply's, drafts or not.
     all.accepted_drafts += std::min<int64_t>(choice->end->accepted_drafts, int64_t(choice->ids.size()));
   }
-  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, all);
+  nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, all);
+  int64_t reasoning_tokens = 0;
+  for (auto& choice : choices) reasoning_tokens += std::min<int64_t>(choice->reasoning_tokens, int64_t(choice->ids.size()));
+  usage["completion_tokens_details"]["reasoning_tokens"] = reasoning_tokens;
   nlohmann::json replies = nlohmann::json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     Choice& choice = *choices[i];

@@ -24,6 +24,8 @@ class ReasoningSplitter {
   Pieces finish();
   // Whether the reply had a think block (reasoning_content belongs in it, even if empty).
   bool thought() const { return thought_; }
+  // Whether the text so far ends inside the think block.
+  bool thinking() const { return state_ == State::reasoning; }
 
  private:
   enum class State { before, reasoning, content };
