@@ -341,6 +341,23 @@ TEST_F(CliModelErrorTest, WhatTheConfigAsksForAndLockstepCannotDoIsNamed) {
   }
 }
 
+// A checkpoint of more layers than its config says runs a different model than it holds: the
+// tensors left unread are named on stderr. The intact copy reads every tensor and says nothing.
+TEST_F(CliModelErrorTest, TensorsTheModelDoesNotReadAreNamed) {
+  write("model.safetensors", weights);
+  write("config.json", config.dump());
+  CommandResult intact = generate();
+  EXPECT_EQ(intact.exit_code, 0) << intact.err;
+  EXPECT_EQ(intact.err.find("warning"), std::string::npos) << intact.err;
+  nlohmann::json fewer = config;
+  fewer["num_hidden_layers"] = config["num_hidden_layers"].get<int>() - 1;
+  write("config.json", fewer.dump());
+  CommandResult result = generate();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("lockstep: warning: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("model.layers.2."), std::string::npos) << result.err;
+}
+
 TEST_F(CliModelErrorTest, FolderWithoutConfig) {
   write("model.safetensors", weights);
   expect_one_line_error(generate(), dir->file("config.json"));

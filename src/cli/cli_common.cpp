@@ -70,6 +70,8 @@ Expected<LoadedModel> load(const ModelFlags& flags, ModelOptions options) {
     auto progress = std::make_shared<LoadProgress>(isatty(STDERR_FILENO) != 0);
     options.on_progress = [progress](int64_t done, int64_t total) { progress->update(done, total); };
   }
+  if (!options.on_warning)
+    options.on_warning = [](const std::string& message) { std::cerr << "lockstep: warning: " << message << "\n"; };
   auto model = load_model(flags.model_dir, *loaded.backend, options,
                           flags.dummy_weights ? WeightChoice::dummy : WeightChoice::checkpoint);
   if (!model.ok()) return model.error();

@@ -34,6 +34,10 @@ struct ModelOptions {
   // Loading a checkpoint: called as the model takes each weight, with the bytes of the weights
   // taken so far and of all of them (the CLI shows a progress line on stderr).
   std::function<void(int64_t done, int64_t total)> on_progress = nullptr;
+  // Loading a safetensors checkpoint: called once with a line naming the tensors the model did
+  // not read, if any (the CLI prints it as a warning: such a checkpoint is not the model its
+  // config describes, or holds parts lockstep does not use).
+  std::function<void(const std::string& message)> on_warning = nullptr;
   // Matmul weights quantized to this layout as they load (`--quantize`; nullopt: as stored).
   std::optional<QuantLayout> quantize;
   // Size the KV pool and the state slots to the memory left after the weights and activations

@@ -1,5 +1,6 @@
 #include "models/registry.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -68,13 +69,30 @@ Expected<std::unique_ptr<Model>> create_model(const nlohmann::json& config, cons
 
 namespace {
 
-// A checkpoint that reports the bytes of the weights the model has taken so far.
+// A checkpoint that records the weights the model takes, and reports the bytes of those taken so
+// far (when given a report).
 class ProgressWeights : public WeightSource {
  public:
   ProgressWeights(std::unique_ptr<WeightSource> inner, std::function<void(int64_t, int64_t)> report)
       : inner_(std::move(inner)), report_(std::move(report)) {
     for (const std::string& name : inner_->names())
       if (auto info = inner_->find(name); info.ok()) total_ += int64_t(info->bytes);
+  }
+  // The checkpoint's tensors the model did not take: neither read, nor the parts of a quantized
+  // weight it read (`X.scales`, `X.biases`, `X.weight_scale`, ... beside `X.weight`).
+  std::vector<std::string> untaken() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> out;
+    for (const std::string& name : inner_->names()) {
+      if (taken_.count(name)) continue;
+      const size_t dot = name.rfind('.');
+      static const char* const kParts[] = {"scales", "biases", "weight_scale", "weight_scale_inv", "input_scale"};
+      const bool part = dot != std::string::npos &&
+                        std::any_of(std::begin(kParts), std::end(kParts), [&](const char* p) { return name.compare(dot + 1, std::string::npos, p) == 0; }) &&
+                        taken_.count(name.substr(0, dot) + ".weight");
+      if (!part) out.push_back(name);
+    }
+    return out;
   }
   bool has(const std::string& name) const override { return inner_->has(name); }
   std::vector<std::string> names() const override { return inner_->names(); }
@@ -94,7 +112,7 @@ class ProgressWeights : public WeightSource {
     std::lock_guard lock(mutex_);
     if (taken_.insert(name).second) {
       done_ += int64_t(bytes);
-      report_(done_, total_);
+      if (report_) report_(done_, total_);
     }
   }
 
@@ -140,6 +158,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
   if (!gguf && !fs::is_directory(dir)) return make_error("model folder '" + dir + "' does not exist");
   Expected<nlohmann::json> config = make_error("");
   std::unique_ptr<WeightSource> weights;
+  ProgressWeights* recorded = nullptr;  // a safetensors checkpoint's, owned by `weights`
   if (gguf) {
     // A GGUF file holds its config in its metadata (and its end ids: no generation_config).
     auto file = GgufModel::open(dir);
@@ -159,8 +178,10 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
   } else {
     auto checkpoint = Checkpoint::open(dir);
     if (!checkpoint.ok()) return checkpoint.error();
-    weights = std::move(*checkpoint);
-    if (options.on_progress) weights = std::make_unique<ProgressWeights>(std::move(weights), options.on_progress);
+    // Recorded, so that tensors the model leaves unread are reported (a checkpoint of more
+    // layers than its config says, a bias the config turns off: a different model than it runs).
+    recorded = new ProgressWeights(std::move(*checkpoint), options.on_progress);
+    weights.reset(recorded);
   }
   weights->set_matmul_quantization(options.quantize);
   Expected<std::unique_ptr<Model>> model = make_error("");
@@ -172,6 +193,16 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
                       ". Lower --parallel or --context, or use a smaller model");
   }
   if (!model.ok()) return model.error();
+  if (recorded && options.on_warning) {
+    const std::vector<std::string> unread = recorded->untaken();
+    if (!unread.empty()) {
+      std::string names;
+      for (size_t i = 0; i < unread.size() && i < 3; ++i) names += (i ? ", " : "") + unread[i];
+      options.on_warning(std::to_string(unread.size()) + " of the checkpoint's tensors are not read by the model " +
+                         "its config.json describes (" + names + (unread.size() > 3 ? ", ..." : "") +
+                         "): check that the config is this checkpoint's");
+    }
+  }
   if (gguf) {
     if (config->contains("eos_token_id")) (*model)->set_eos_ids(read_eos_ids(*config));
     return model;
