@@ -359,6 +359,21 @@ TEST(GgufErrors, AnArchitectureNumberWrittenAsTextIsRefused) {
   expect_error(load_file(path), "metadata qwen3.rope.freq_base is text (\"1e6");
 }
 
+// A value the config check refuses names the file whose metadata it came from.
+TEST(GgufErrors, AConfigProblemNamesTheFile) {
+  auto dir = TempDir::create("lockstep-gguf");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = copy_of(*dir, "qwen3-q8_0.gguf");
+  rewrite(path, [](std::string& bytes) {
+    const std::string key = "qwen3.context_length";
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    const uint32_t zero = 0;
+    std::memcpy(bytes.data() + at + key.size() + 4, &zero, 4);
+  });
+  expect_error(load_file(path), path + ": its metadata (read as config.json): ");
+}
+
 TEST(GgufErrors, HeaderCountsPastTheFileAreRefused) {
   auto dir = TempDir::create("lockstep-gguf");
   ASSERT_TRUE(dir.ok());

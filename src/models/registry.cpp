@@ -192,7 +192,12 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& bac
     return make_error(std::string("not enough memory for this model: ") + e.what() +
                       ". Lower --parallel or --context, or use a smaller model");
   }
-  if (!model.ok()) return model.error();
+  if (!model.ok()) {
+    // A GGUF file's config is its metadata, read as config.json: say which file it came from.
+    if (gguf && model.error().message.find("config.json") != std::string::npos)
+      return make_error(dir + ": its metadata (read as config.json): " + model.error().message);
+    return model.error();
+  }
   if (recorded && options.on_warning) {
     const std::vector<std::string> unread = recorded->untaken();
     if (!unread.empty()) {
