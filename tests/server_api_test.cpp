@@ -43,6 +43,8 @@ TEST(ServerApi, AFieldLockstepDoesNotTakeIsRefusedByName) {
                           {{"logit_bias", {{"five", 10}}}},
                           {{"logit_bias", {{"5", 101}}}},
                           {{"logit_bias", {{"100000", 1}}}},
+                          {{"logit_bias", {{"023", 1}}}},
+                          {{"logit_bias", {{"+23", 1}}}},
                           {{"best_of", 2}},
                           {{"suffix", "x"}},
                           {{"messages", json::array()}},

@@ -74,6 +74,27 @@ TEST(JinjaLimits, AListHeldTwiceAtEachLevelFailsWhileItIsWritten) {
     EXPECT_LT(seconds_since(start), 20.0) << show;
   }
   EXPECT_EQ(render(build + "{{ ns.a == ns.a }}"), "True");
+  // Two such lists, not one held twice, compared: the walk stops at its budget of items.
+  const std::string pair = "{% set ns = namespace(l=[1], m=[1]) %}{% for i in range(60) %}"
+                           "{% set ns.l = [ns.l, ns.l] %}{% set ns.m = [ns.m, ns.m] %}{% endfor %}";
+  for (const char* walk : {"{{ ns.l == ns.m }}", "{{ ns.l < ns.m }}", "{{ ns.l in [ns.m] }}"}) {
+    const auto start = Clock::now();
+    const std::string out = render(pair + walk);
+    EXPECT_TRUE(out.rfind("error: ", 0) == 0) << walk << " gave " << out;
+    EXPECT_LT(seconds_since(start), 20.0) << walk;
+  }
+}
+
+// A list nested 30,000 deep overflowed the stack when written or compared: now an error.
+TEST(JinjaLimits, AListNestedPastTheWalkDepthIsAnError) {
+  const std::string build = "{% set ns = namespace(l=[], m=[]) %}{% for i in range(30000) %}"
+                            "{% set ns.l = [ns.l] %}{% set ns.m = [ns.m] %}{% endfor %}";
+  for (const char* show : {"{{ ns.l | tojson }}", "{{ ns.l }}", "{{ ns.l == ns.m }}"}) {
+    const std::string out = render(build + show);
+    EXPECT_NE(out.find("nested deeper than 1000 levels"), std::string::npos) << show << " gave " << out.substr(0, 200);
+  }
+  EXPECT_EQ(render("{% set ns = namespace(l=[]) %}{% for i in range(50) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson | length }}"),
+            "102");
 }
 
 // Integer arithmetic a CPU traps on, or that would wrap, is a template error like any overflow.

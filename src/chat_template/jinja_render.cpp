@@ -59,8 +59,12 @@ Expected<std::string> render_template(const NodeList& nodes, const Dict& variabl
   Renderer renderer(limits);
   std::string out;
   Renderer::Flow flow = Renderer::Flow::kNormal;
+  reset_value_walks();
   try {
     LOCKSTEP_TRY(renderer.render(nodes, root, out, flow));
+  } catch (const ValueTooLarge&) {
+    return Error{"the chat template walked a value nested deeper than " + std::to_string(kMaxWalkDepth) +
+                 " levels, or of more than " + std::to_string(kMaxWalkVisits) + " items"};
   } catch (const TextTooLarge&) {
     return Error{"the chat template built a string over " + std::to_string(kMaxTextBytes >> 20) + " MiB"};
   } catch (const std::bad_alloc&) {

@@ -24,6 +24,17 @@ inline void limit_text(size_t bytes) {
   if (bytes > kMaxTextBytes) throw TextTooLarge();
 }
 
+// Walks of a value (repr, tojson, ==, <) go at most kMaxWalkDepth levels deep and visit at most
+// kMaxWalkVisits items in one render: a list nested 30,000 deep would overflow the stack, and one
+// held twice at each of 60 levels is 2^60 items to compare. Past either, ValueTooLarge, which
+// render_template turns into an error. reset_value_walks() starts a render's count.
+constexpr int kMaxWalkDepth = 1000;
+constexpr int64_t kMaxWalkVisits = 20'000'000;
+struct ValueTooLarge : std::length_error {
+  ValueTooLarge() : std::length_error("a value too deep or too large to walk") {}
+};
+void reset_value_walks();
+
 // UTF-8 to code points. A byte that does not start a valid sequence becomes U+DC80+byte (as
 // Python's surrogateescape), so that encode(decode(s)) == s for any bytes.
 [[nodiscard]] std::u32string utf8_decode(std::string_view text);

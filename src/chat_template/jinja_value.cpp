@@ -85,7 +85,32 @@ std::string to_str(const Value& value) {
   }
 }
 
+namespace {
+
+thread_local int walk_depth = 0;
+thread_local int64_t walk_visits = 0;
+
+// One level of a walk of a value, for as long as it lives (kMaxWalkDepth, kMaxWalkVisits).
+class WalkStep {
+ public:
+  WalkStep() {
+    if (walk_depth >= kMaxWalkDepth || ++walk_visits > kMaxWalkVisits) throw ValueTooLarge();
+    ++walk_depth;
+  }
+  ~WalkStep() { --walk_depth; }
+  WalkStep(const WalkStep&) = delete;
+  WalkStep& operator=(const WalkStep&) = delete;
+};
+
+}  // namespace
+
+void reset_value_walks() {
+  walk_depth = 0;
+  walk_visits = 0;
+}
+
 std::string repr(const Value& value) {
+  WalkStep step;
   switch (value.kind()) {
     case Value::Kind::kUndefined: return "Undefined";
     case Value::Kind::kNone: return "None";
@@ -121,6 +146,7 @@ std::string repr(const Value& value) {
 }
 
 bool equals(const Value& a, const Value& b) {
+  WalkStep step;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -155,6 +181,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 Expected<int> compare(const Value& a, const Value& b) {
+  WalkStep step;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       double x = a.as_double(), y = b.as_double();
@@ -241,6 +268,7 @@ Value convert_json(const Json& json) {
 }
 
 Status write_json(const Value& value, const JsonStyle& style, int depth, std::string& out) {
+  WalkStep step;
   std::string item_separator =
       style.separators ? style.separators->first : (style.indent ? "," : ", ");
   std::string key_separator = style.separators ? style.separators->second : ": ";

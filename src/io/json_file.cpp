@@ -77,6 +77,7 @@ class TextChecker {
   bool key(std::string& name) {
     std::set<std::string>& keys = keys_[depth_ - 1];
     if (keys.insert(name).second) return true;
+    result.has_duplicate = true;
     result.duplicate = name;
     return false;
   }
@@ -108,7 +109,7 @@ JsonTextCheck check_json_text(const std::string& text) {
   TextChecker checker;
   const bool whole = nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json, true, false);
   JsonTextCheck result = std::move(checker.result);
-  result.valid = whole && !result.too_deep && result.duplicate.empty();
+  result.valid = whole && !result.too_deep && !result.has_duplicate;
   return result;
 }
 

@@ -27,8 +27,8 @@ constexpr int64_t kMaxJsonDepth = 128;
 struct JsonTextCheck {
   bool valid = false;      // well-formed JSON, every object's keys distinct, no deeper than the limit
   bool too_deep = false;   // nests deeper than kMaxJsonDepth (the pass stops there)
-  std::string duplicate;   // a key an object holds twice (the pass stops there): parsers differ
-                           // on which value wins, so a request that has one is refused
+  bool has_duplicate = false;  // an object holds a key twice (the pass stops there): parsers
+  std::string duplicate;       // differ on which value wins, so a request that has one is refused
 };
 [[nodiscard]] JsonTextCheck check_json_text(const std::string& text);
 

@@ -76,6 +76,8 @@ TEST(JsonTextCheck, FindsDuplicateKeysAndOverDeepTextWithoutATree) {
   EXPECT_FALSE(twice.valid);
   EXPECT_EQ(twice.duplicate, "max_tokens");
   EXPECT_EQ(check_json_text(R"({"m": [{"role": "user", "role": "system"}]})").duplicate, "role");
+  const JsonTextCheck empty_twice = check_json_text(R"({"k": {"": 1, "": 2}})");
+  EXPECT_TRUE(empty_twice.has_duplicate && !empty_twice.valid);
   EXPECT_FALSE(check_json_text(R"({"a": 1,})").valid);
   EXPECT_TRUE(check_json_text(R"({"a": 1,})").duplicate.empty());
   EXPECT_FALSE(check_json_text("").valid);

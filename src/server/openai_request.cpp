@@ -58,7 +58,8 @@ std::optional<RequestError> read_logit_bias(const nlohmann::json& body, LogitAdj
     char* end = nullptr;
     errno = 0;
     const long long id = std::strtoll(key.c_str(), &end, 10);
-    if (key.empty() || *end != '\0' || errno != 0 || id < INT32_MIN || id > INT32_MAX)
+    // Written as the id alone ("23", not "023", "+23" or " 23"), so no two keys name one token.
+    if (key.empty() || *end != '\0' || errno != 0 || id < INT32_MIN || id > INT32_MAX || std::to_string(id) != key)
       return bad("'logit_bias' keys must be token ids, not '" + key + "'", "logit_bias");
     if (!value.is_number()) return bad("'logit_bias' values must be numbers", "logit_bias");
     adjust.bias.push_back({int32_t(id), float(value.get<double>())});
@@ -260,7 +261,7 @@ std::variant<nlohmann::json, RequestError> parse_body_object(const std::string& 
   const JsonTextCheck check = check_json_text(text);
   if (check.too_deep)
     return bad("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
-  if (!check.duplicate.empty())
+  if (check.has_duplicate)
     return bad("the body gives the key '" + check.duplicate + "' twice in one object", check.duplicate);
   nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
   if (body.is_discarded()) return bad("the body is not valid JSON");

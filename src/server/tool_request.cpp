@@ -1,5 +1,8 @@
 #include "server/tool_request.h"
 
+#include <algorithm>
+#include <unordered_set>
+
 #include "server/structured_output.h"
 
 namespace lockstep {
@@ -44,6 +47,7 @@ std::optional<RequestError> read_tools(const std::string& text, const nlohmann::
   }
   if (!any_tools || choice == "none") return std::nullopt;  // "none": the model sees no tools
   std::vector<std::string> names;
+  std::unordered_set<std::string> distinct;  // a set: a hundred thousand tools stay linear
   for (const nlohmann::json& tool : tools) {
     if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
         !tool["function"].is_object())
@@ -59,7 +63,7 @@ std::optional<RequestError> read_tools(const std::string& text, const nlohmann::
     const std::string name = function.value("name", "");
     if (!valid_name(name))
       return bad_tools("a tool's function needs a 'name' of 1 to 64 letters, digits, '_', '-' or '.'", "tools");
-    if (std::find(names.begin(), names.end(), name) != names.end())
+    if (!distinct.insert(name).second)
       return bad_tools("two tools are named \"" + name + "\": a call could not say which it means", "tools");
     names.push_back(name);
   }
