@@ -257,6 +257,15 @@ void rewrite(const std::string& path, Edit edit) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
+// Sets the u32 value of metadata `key` in the file at `path` (after the key's name, its u32 type).
+void set_u32_value(const std::string& path, const std::string& key, uint32_t value) {
+  rewrite(path, [&](std::string& bytes) {
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    std::memcpy(bytes.data() + at + key.size() + 4, &value, 4);
+  });
+}
+
 Expected<std::unique_ptr<Model>> load_file(const std::string& path) {
   static CpuBackend backend(1);
   return load_model(path, backend, ModelOptions{});
@@ -325,12 +334,7 @@ TEST(GgufErrors, ANemotronHLayerCountTheArraysDoNotHoldIsRefused) {
     auto dir = TempDir::create("lockstep-gguf");
     ASSERT_TRUE(dir.ok());
     const std::string path = copy_of(*dir, "nemotron_h.gguf");
-    rewrite(path, [&](std::string& bytes) {
-      const std::string key = "nemotron_h.block_count";
-      const size_t at = bytes.find(key);
-      ASSERT_NE(at, std::string::npos);
-      std::memcpy(bytes.data() + at + key.size() + 4, &count, 4);
-    });
+    set_u32_value(path, "nemotron_h.block_count", count);
     expect_error(load_file(path), "metadata nemotron_h.attention.head_count_kv is not an array of nemotron_h.block_count (" +
                                       std::to_string(count) + ") entries, one a layer");
   }
@@ -364,13 +368,7 @@ TEST(GgufErrors, AConfigProblemNamesTheFile) {
   auto dir = TempDir::create("lockstep-gguf");
   ASSERT_TRUE(dir.ok());
   const std::string path = copy_of(*dir, "qwen3-q8_0.gguf");
-  rewrite(path, [](std::string& bytes) {
-    const std::string key = "qwen3.context_length";
-    const size_t at = bytes.find(key);
-    ASSERT_NE(at, std::string::npos);
-    const uint32_t zero = 0;
-    std::memcpy(bytes.data() + at + key.size() + 4, &zero, 4);
-  });
+  set_u32_value(path, "qwen3.context_length", 0);
   expect_error(load_file(path), path + ": its metadata (read as config.json): ");
 }
 
